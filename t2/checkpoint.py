@@ -1,0 +1,100 @@
+"""Run directories and model checkpoints.
+
+A run directory holds `config.yaml` (the resolved config), `tokenizer/` (a folder that
+`PreTrainedTokenizerFast.from_pretrained` loads) and `checkpoints/step-NNNNNNN/`, each
+with `model.safetensors`, `config.yaml` and, written last, an empty `COMPLETE` marker:
+a folder without it was cut off while being written and is never loaded.
+Weights load through safetensors only, never through pickle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from t2.config import Config
+from t2.errors import CheckpointError
+from t2.model.transformer import Transformer
+
+COMPLETE = "COMPLETE"
+WEIGHTS = "model.safetensors"
+
+
+def is_complete(ckpt: Path) -> bool:
+    return (ckpt / COMPLETE).is_file() and (ckpt / WEIGHTS).is_file()
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    folder = Path(run_dir) / "checkpoints"
+    return sorted(p for p in folder.glob("step-*") if p.is_dir() and is_complete(p))
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint folder from a run directory (its best, else latest) or a checkpoint path."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} not found; pass a run directory or checkpoint")
+    if (path / WEIGHTS).is_file():
+        if not is_complete(path):
+            raise CheckpointError(f"checkpoint {path} is incomplete (no {COMPLETE} marker)")
+        return path
+    best = path / "checkpoints" / "best"
+    if best.is_file():  # holds the name of the best checkpoint's folder
+        candidate = path / "checkpoints" / best.read_text().strip()
+        if is_complete(candidate):
+            return candidate
+    found = list_checkpoints(path)
+    if not found:
+        raise CheckpointError(f"no complete checkpoint under {path}; train first or pass one")
+    return found[-1]
+
+
+def save_weights(model: torch.nn.Module, ckpt: Path) -> None:
+    """Weights as safetensors; tied matrices are stored once (safetensors forbids sharing)."""
+    state = {}
+    seen: dict[int, str] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if id(tensor) in seen:
+            continue
+        seen[id(tensor)] = name
+        state[name] = tensor.detach().contiguous().cpu()
+    save_file(state, str(ckpt / WEIGHTS))
+
+
+def load_weights(model: Transformer, ckpt: Path) -> None:
+    try:
+        state = load_file(str(Path(ckpt) / WEIGHTS))
+    except Exception as err:  # corrupt or truncated file
+        raise CheckpointError(f"cannot read {ckpt / WEIGHTS} ({err}); use another checkpoint")
+    expected = model.state_dict()
+    for name, tensor in state.items():
+        if name not in expected or expected[name].shape != tensor.shape:
+            raise CheckpointError(
+                f"checkpoint {ckpt} does not fit this architecture ({name}: "
+                f"{tuple(tensor.shape)}); load it with the config it was trained with"
+            )
+    missing = [n for n in expected if n not in state and not _tied_alias(model, n, state)]
+    if missing:
+        raise CheckpointError(f"checkpoint {ckpt} lacks {missing[0]}; it is another architecture")
+    model.load_state_dict(state, strict=False)
+
+
+def _tied_alias(model: torch.nn.Module, name: str, state: dict) -> bool:
+    """True if parameter `name` is the same tensor as one stored under another name."""
+    params = model.state_dict(keep_vars=True)
+    return any(params[other] is params[name] for other in state if other in params)
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Transformer, Config]:
+    """The model of a checkpoint (or of a run directory's best one) with its config."""
+    ckpt = resolve_checkpoint(path)
+    cfg_file = ckpt / "config.yaml"
+    if not cfg_file.is_file():
+        raise CheckpointError(f"checkpoint {ckpt} has no config.yaml; it was not written by t2")
+    cfg = Config.from_yaml(cfg_file.read_text(encoding="utf-8"))
+    model = Transformer(cfg.model)
+    load_weights(model, ckpt)
+    return model.to(device).eval(), cfg

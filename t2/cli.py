@@ -1,0 +1,21 @@
+"""Shared plumbing of the entry scripts: one-line errors and a non-zero exit."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from t2.errors import T2Error
+
+
+def run_main(main: Callable[[], int | None]) -> None:
+    """Run an entry point; a T2Error prints as one line on stderr and exits with status 2."""
+    try:
+        code = main()
+    except T2Error as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code or 0)

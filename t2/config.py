@@ -1,0 +1,223 @@
+"""Typed configuration: every default lives here once, every choice is checked at start-up.
+
+A config has four sections (model, data, train, decode); builders receive only their
+own section. Choices are strings checked against the registries or a fixed list when the
+config is made, so a typo fails before any work with the list of valid choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+import t2.model.attention
+import t2.model.ffn
+import t2.model.norm
+import t2.model.positional  # noqa: F401  (registers the components)
+from t2.errors import ConfigError
+from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, Registry
+
+
+def choice(default: str, *choices: str) -> Any:
+    return field(default=default, metadata={"choices": (default, *choices)})
+
+
+def component(default: str, registry: Registry) -> Any:
+    return field(default=default, metadata={"registry": registry})
+
+
+class Section:
+    """Validation shared by all sections: choices, registries and value types."""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            where = f"{SECTION_NAMES[type(self)]}.{f.name}"
+            object.__setattr__(self, f.name, _coerce(value, hints[f.name], where))
+            if "registry" in f.metadata:
+                f.metadata["registry"].get(value)
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                valid = ", ".join(sorted(set(f.metadata["choices"])))
+                raise ConfigError(f"invalid {where} {value!r}; valid choices: {valid}")
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Accept a YAML value for a field of type `hint`, or fail with a one-line reason."""
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != len(typing.get_args(hint)):
+            raise ConfigError(f"{where} must be a list of {len(typing.get_args(hint))} numbers")
+        return tuple(_coerce(v, t, where) for v, t in zip(value, typing.get_args(hint)))
+    if origin in (typing.Union, types.UnionType):
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) != (hint is bool) or not isinstance(value, hint):
+        raise ConfigError(
+            f"{where} must be {hint.__name__}, got {value!r} ({type(value).__name__})"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class ModelConfig(Section):
+    """Architecture: the paper's base model unless a recipe says otherwise."""
+
+    vocab_size: int = 37000  # shared source/target BPE vocabulary; set from the tokenizer
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048  # gated FFNs use 2/3 of this (see d_hidden) to keep the parameter count
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    dropout: float = 0.1  # residual and embedding dropout
+    attention_dropout: float = 0.0  # dropout on attention weights (the paper uses none)
+    ffn_dropout: float = 0.0  # dropout on the FFN's hidden activations
+    positional: str = component("sinusoidal", POSITIONAL)
+    norm: str = component("layernorm", NORM)
+    ffn: str = component("relu", FFN)
+    attention: str = component("sdpa", ATTENTION)
+    norm_position: str = choice("post", "pre")
+    tie_embeddings: str = choice("all", "decoder", "none")  # all: src, tgt and output share
+    bias: bool = True  # biases in linear layers
+    norm_eps: float = 1e-5
+    max_positions: int = 1024  # learned positions' table size; tables grow for others
+    rope_base: float = 10000.0
+    init: str = choice("xavier", "default")  # xavier: the paper's Glorot uniform
+    embedding_init: str = choice("normal", "unit")  # normal: N(0, 1/d_model); unit: N(0, 1)
+    tie_qk_init: bool = False  # W_Q = W_K at initialisation (report 002)
+    zero_init_output: bool = False  # zero output projections of attention and FFN (Fixup)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.d_model % self.n_heads:
+            raise ConfigError(
+                f"model.d_model={self.d_model} is not divisible by model.n_heads="
+                f"{self.n_heads}; choose n_heads that divides d_model"
+            )
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def d_hidden(self) -> int:
+        """The FFN's hidden size: d_ff, or 2/3 of it for gated variants (Shazeer 2020)."""
+        builder = FFN.get(self.ffn)
+        return t2.model.ffn.gated_hidden_size(self.d_ff) if builder.gated else self.d_ff
+
+
+@dataclass(frozen=True)
+class DataConfig(Section):
+    """Where pairs come from, how they are cleaned, tokenized and batched."""
+
+    train: str = "task:fake_dates"  # hf:NAME/CONFIG | files:PREFIX | task:NAME
+    valid: str = "task:fake_dates"
+    test: str = "task:fake_dates"
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    tokenizer: str = ""  # a trained tokenizer folder to reuse; empty: train one for the run
+    vocab_size: int = 37000  # BPE vocabulary to train (model.vocab_size follows the tokenizer)
+    min_frequency: int = 2
+    split_digits: bool = False
+    max_tokens_per_sentence: int = 64
+    max_length_ratio: float = 3.0  # drop pairs whose token lengths differ more than this
+    dedup: bool = False
+    src_bos: bool = False  # prepend BOS to the source (ablation of report 000)
+    max_tokens: int = 4096  # token budget per batch (fairseq --max-tokens); 0: use batch_size
+    batch_size: int = 0  # sentences per batch, used when max_tokens is 0
+    num_proc: int = 1  # processes for datasets.map
+    task_train_size: int = 20000  # pairs generated for a task:NAME train split
+    task_eval_size: int = 500  # pairs generated for task:NAME valid and test splits
+    max_train_pairs: int = 0  # keep only the first N training pairs (0: all)
+
+
+@dataclass(frozen=True)
+class TrainConfig(Section):
+    """Optimisation and the training run."""
+
+    seed: int = 1
+    optimizer: str = choice("adam", "adamw")
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0  # not applied to norms, biases and embeddings
+    schedule: str = choice("inverse_sqrt", "cosine")
+    warmup_steps: int = 4000
+    max_lr: float = 0.0  # peak learning rate; 0: the paper's d_model^-0.5 * warmup^-0.5
+    min_lr: float = 0.0  # floor of the cosine schedule
+    label_smoothing: float = 0.1
+    max_steps: int = 100000  # optimizer steps
+    accumulate: int = 1  # micro-batches per optimizer step
+    clip_norm: float = 0.0  # 0: no clipping (the paper)
+    mixed_precision: str = choice("auto", "bf16", "fp16", "no")  # auto: bf16 where supported
+    log_every: int = 100
+    eval_every: int = 1000
+    save_every: int = 1000
+    keep_last: int = 5
+    valid_bleu_sentences: int = 200  # validation sentences translated greedily for BLEU
+    max_nonfinite: int = 10  # consecutive non-finite losses before the run stops
+
+
+@dataclass(frozen=True)
+class DecodeConfig(Section):
+    """Search settings for validation, evaluation and translation."""
+
+    beam_size: int = 4
+    lenpen: float = 0.6  # GNMT length penalty alpha (the paper's 0.6)
+    max_len_a: float = 1.0  # maximum output length = a * source length + b
+    max_len_b: int = 50
+    batch_size: int = 64  # sentences per decoding batch
+    nbest: int = 1
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["train"]["betas"] = list(out["train"]["betas"])
+        return out
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Config:
+        check_keys(raw, SECTIONS, "config")
+        sections = {}
+        for name, section in SECTIONS.items():
+            values = raw.get(name) or {}
+            if not isinstance(values, dict):
+                raise ConfigError(f"config section {name!r} must be a mapping of keys")
+            valid = {f.name for f in dataclasses.fields(section)}
+            check_keys(values, valid, f"key in section {name!r}")
+            sections[name] = section(**values)
+        return cls(**sections)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> Config:
+        return cls.from_dict(yaml.safe_load(text) or {})
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "train": TrainConfig,
+    "decode": DecodeConfig,
+}
+SECTION_NAMES = {v: k for k, v in SECTIONS.items()}
+
+
+def check_keys(raw: dict[str, Any], valid: Any, what: str) -> None:
+    for key in raw:
+        if key not in valid:
+            raise ConfigError(f"unknown {what} {key!r}; valid keys: {', '.join(sorted(valid))}")

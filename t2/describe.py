@@ -1,0 +1,36 @@
+"""`train.py --dry-run`: the resolved config, parameter counts and a memory estimate."""
+
+from __future__ import annotations
+
+from t2.config import Config
+from t2.model.summary import count_parameters, estimate_memory
+from t2.model.transformer import Transformer
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def describe(cfg: Config, recipe: str) -> str:
+    model = Transformer(cfg.model)
+    counts = count_parameters(model)
+    tokens = cfg.data.max_tokens or cfg.data.batch_size * cfg.data.max_tokens_per_sentence
+    mixed = cfg.train.mixed_precision != "no"
+    mem = estimate_memory(
+        cfg.model, counts["total"], tokens, cfg.data.max_tokens_per_sentence, mixed
+    )
+    lines = [
+        f"# recipe: {recipe}",
+        cfg.to_yaml().rstrip(),
+        "",
+        f"parameters: {counts['total']}",
+        *(f"  {part}: {counts[part]:,}" for part in ("embeddings", "encoder", "decoder")),
+        f"training memory estimate ({tokens} tokens per micro-batch, "
+        f"{'16-bit' if mixed else 'fp32'} activations, fp32 Adam):",
+        f"  weights: {_gib(mem.weights)}",
+        f"  gradients: {_gib(mem.gradients)}",
+        f"  optimizer state: {_gib(mem.optimizer)}",
+        f"  activations: {_gib(mem.activations)}",
+        f"  total: {_gib(mem.total)}",
+    ]
+    return "\n".join(lines)

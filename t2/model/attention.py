@@ -1,0 +1,175 @@
+"""Multi-head attention (Vaswani et al. 2017, section 3.2) with swappable kernels and a
+key/value cache for incremental decoding.
+
+Kernels take q, k, v of shape (B, H, T, Dh), an optional key padding mask (B, Tk) with
+True at padding, and a causal flag; all of them compute softmax(q k^T / sqrt(Dh)) v.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from t2.model.positional import Positional
+from t2.registry import ATTENTION
+
+Tensor = torch.Tensor
+
+
+def _bool_mask(
+    key_padding: Tensor | None, causal: bool, tq: int, tk: int, device: torch.device
+) -> Tensor | None:
+    """A mask with True where attention is allowed, broadcastable to (B, H, Tq, Tk)."""
+    mask = None
+    if key_padding is not None:
+        mask = ~key_padding[:, None, None, :]  # (B, 1, 1, Tk)
+    if causal:  # bottom-right aligned: query i sees keys up to i + (Tk - Tq)
+        tri = torch.ones(tq, tk, dtype=torch.bool, device=device).tril(tk - tq)
+        mask = tri if mask is None else mask & tri
+    return mask
+
+
+@ATTENTION.register("sdpa")
+def sdpa_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
+) -> Tensor:
+    """PyTorch's fused scaled_dot_product_attention (flash / memory-efficient / math)."""
+    if key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+    mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+@ATTENTION.register("math")
+def math_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
+) -> Tensor:
+    """The explicit formula, for reference: softmax(q k^T / sqrt(Dh) + mask) v."""
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.dropout(scores.softmax(dim=-1), p=dropout_p)
+    return torch.einsum("bhqk,bhkd->bhqd", weights, v)
+
+
+FLASH_ATTN_AVAILABLE = importlib.util.find_spec("flash_attn") is not None
+
+
+@ATTENTION.register("flash_attn")
+def flash_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
+) -> Tensor:
+    """FlashAttention-2 (Dao 2023) when installed, on CUDA in 16-bit and without a padding
+    mask (decoder self-attention); everything else falls back to PyTorch's SDPA."""
+    usable = FLASH_ATTN_AVAILABLE and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
+    if not usable or key_padding is not None:
+        return sdpa_attention(q, k, v, key_padding, causal, dropout_p)
+    from flash_attn import flash_attn_func
+
+    out = flash_attn_func(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dropout_p, causal=causal
+    )  # (B, T, H, Dh)
+    return out.transpose(1, 2)
+
+
+@dataclass
+class KVCache:
+    """Keys and values of one attention layer, (B, H, T, Dh), grown in place while decoding."""
+
+    k: Tensor | None = None
+    v: Tensor | None = None
+    length: int = 0
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        new = self.length + k.shape[-2]
+        if self.k is None or new > self.k.shape[-2]:  # grow by doubling, amortised O(1)
+            capacity = max(2 * new, 16)
+            shape = (*k.shape[:-2], capacity, k.shape[-1])
+            big_k, big_v = k.new_empty(shape), v.new_empty(shape)
+            if self.k is not None:
+                big_k[..., : self.length, :] = self.k[..., : self.length, :]
+                big_v[..., : self.length, :] = self.v[..., : self.length, :]
+            self.k, self.v = big_k, big_v
+        self.k[..., self.length : new, :] = k
+        self.v[..., self.length : new, :] = v
+        self.length = new
+        return self.k[..., :new, :], self.v[..., :new, :]
+
+    def reorder(self, index: Tensor) -> None:
+        if self.k is not None:
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
+
+
+class _Attention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, dropout: float, bias: bool, kernel: str):
+        super().__init__()
+        self.n_heads = n_heads
+        self.dropout = dropout
+        self.kernel = ATTENTION.get(kernel)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, pad: Tensor | None, causal: bool):
+        p = self.dropout if self.training else 0.0
+        out = self.kernel(q, k, v, pad, causal, p)  # (B, H, Tq, Dh)
+        return self.out_proj(rearrange(out, "b h t d -> b t (h d)"))
+
+
+class SelfAttention(_Attention):
+    """Multi-head self-attention; rotary positions (if any) rotate q and k before caching."""
+
+    fused = {"qkv": 3}  # fused projections, initialised per d_model x d_model block
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float, bias: bool, kernel: str):
+        super().__init__(d_model, n_heads, dropout, bias, kernel)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+
+    def forward(
+        self,
+        x: Tensor,  # (B, T, D)
+        key_padding: Tensor | None,
+        causal: bool,
+        positional: Positional,
+        cache: KVCache | None = None,
+        offset: int = 0,
+    ) -> Tensor:
+        q, k, v = rearrange(self.qkv(x), "b t (n h d) -> n b h t d", n=3, h=self.n_heads)
+        q, k = positional.rotate(q, offset), positional.rotate(k, offset)
+        if cache is not None:
+            k, v = cache.append(k, v)
+            causal = causal and q.shape[-2] > 1  # one new query sees the whole prefix
+        return self._attend(q, k, v, key_padding, causal)
+
+
+class CrossAttention(_Attention):
+    """Encoder-decoder attention; keys and values of the source are computed once per source."""
+
+    fused = {"kv": 2}
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float, bias: bool, kernel: str):
+        super().__init__(d_model, n_heads, dropout, bias, kernel)
+        self.q = nn.Linear(d_model, d_model, bias=bias)
+        self.kv = nn.Linear(d_model, 2 * d_model, bias=bias)
+
+    def forward(
+        self,
+        x: Tensor,  # (B, Tq, D)
+        memory: Tensor,  # (B, S, D)
+        key_padding: Tensor | None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        q = rearrange(self.q(x), "b t (h d) -> b h t d", h=self.n_heads)
+        if cache is not None and cache.k is not None:
+            k, v = cache.k, cache.v
+        else:
+            k, v = rearrange(self.kv(memory), "b s (n h d) -> n b h s d", n=2, h=self.n_heads)
+            if cache is not None:
+                cache.k, cache.v, cache.length = k, v, k.shape[-2]
+        return self._attend(q, k, v, key_padding, False)

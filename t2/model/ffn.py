@@ -1,0 +1,73 @@
+"""Position-wise feed-forward networks: ReLU (Vaswani et al. 2017), GELU, and the GLU
+variants SwiGLU / GeGLU (Shazeer 2020, arXiv:2002.05202)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from t2.registry import FFN
+
+
+def gated_hidden_size(d_ff: int, multiple_of: int = 8) -> int:
+    """Hidden size of a gated FFN with the parameter count of an ungated one of size d_ff.
+
+    A gated FFN has three d_model x hidden matrices instead of two, so hidden = 2/3 d_ff
+    (Shazeer 2020), rounded to a multiple of 8 for efficient matrix kernels.
+    """
+    return max(multiple_of, multiple_of * round(2 * d_ff / 3 / multiple_of))
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = act(x W1 + b1) W2 + b2, the paper's position-wise network."""
+
+    gated = False
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool, act: Callable) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.act = act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(self.dropout(self.act(self.w1(x))))
+
+
+class GatedFeedForward(nn.Module):
+    """GLU variant, Shazeer 2020: (act(x W) * (x V)) W2 with hidden size 2/3 d_ff."""
+
+    gated = True
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool, act: Callable) -> None:
+        super().__init__()
+        hidden = gated_hidden_size(d_ff)
+        self.w_gate = nn.Linear(d_model, hidden, bias=bias)
+        self.w_up = nn.Linear(d_model, hidden, bias=bias)
+        self.w2 = nn.Linear(hidden, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.act = act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(self.dropout(self.act(self.w_gate(x)) * self.w_up(x)))
+
+
+def _variant(base: type, act: Callable) -> Callable[..., nn.Module]:
+    def build(d_model: int, d_ff: int, dropout: float, bias: bool) -> nn.Module:
+        return base(d_model, d_ff, dropout, bias, act)
+
+    build.gated = base.gated  # type: ignore[attr-defined]
+    return build
+
+
+FFN.register("relu")(_variant(FeedForward, F.relu))
+FFN.register("gelu")(_variant(FeedForward, F.gelu))
+FFN.register("swiglu")(_variant(GatedFeedForward, F.silu))
+FFN.register("geglu")(_variant(GatedFeedForward, F.gelu))
+
+
+def build_ffn(name: str, d_model: int, d_ff: int, dropout: float, bias: bool) -> nn.Module:
+    return FFN.get(name)(d_model, d_ff, dropout, bias)

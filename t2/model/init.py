@@ -1,0 +1,56 @@
+"""Initialisations studied in report 002: the paper's Xavier (Glorot & Bengio 2010),
+embeddings N(0, 1/d_model), optional W_Q = W_K and zero-initialised output projections
+(Fixup, Zhang et al. 2019)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from t2.model.attention import CrossAttention, SelfAttention
+
+if TYPE_CHECKING:
+    from t2.config import ModelConfig
+
+
+def _xavier_blocks(linear: nn.Linear, n_blocks: int) -> None:
+    """Glorot uniform per d_model x d_model block of a fused projection (q, k, v)."""
+    for block in linear.weight.chunk(n_blocks, dim=0):
+        nn.init.xavier_uniform_(block)
+
+
+@torch.no_grad()
+def initialise(model: nn.Module, cfg: ModelConfig) -> None:
+    if cfg.init == "xavier":
+        fused = {
+            id(getattr(m, name)): n
+            for m in model.modules()
+            if isinstance(m, (SelfAttention, CrossAttention))
+            for name, n in m.fused.items()
+        }
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                _xavier_blocks(module, fused.get(id(module), 1))
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+    std = 1.0 / math.sqrt(cfg.d_model) if cfg.embedding_init == "normal" else 1.0
+    for module in model.modules():
+        if isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                module.weight[module.padding_idx].zero_()
+    if getattr(model, "output", None) is not None:  # untied output: same scale as embeddings
+        nn.init.normal_(model.output.weight, std=std)
+    for module in model.modules():
+        if cfg.tie_qk_init and isinstance(module, SelfAttention):
+            q, k, _ = module.qkv.weight.chunk(3, dim=0)
+            k.copy_(q)
+        if cfg.tie_qk_init and isinstance(module, CrossAttention):
+            module.kv.weight.chunk(2, dim=0)[0].copy_(module.q.weight)
+        if cfg.zero_init_output and isinstance(module, (SelfAttention, CrossAttention)):
+            nn.init.zeros_(module.out_proj.weight)
+        if cfg.zero_init_output and hasattr(module, "w2") and isinstance(module.w2, nn.Linear):
+            nn.init.zeros_(module.w2.weight)

@@ -1,0 +1,86 @@
+"""Encoder and decoder layers. Pre- vs post-norm is wiring, decided in one place: Residual."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from t2.config import ModelConfig
+from t2.model.attention import CrossAttention, KVCache, SelfAttention
+from t2.model.ffn import build_ffn
+from t2.model.norm import build_norm
+from t2.model.positional import Positional
+
+Tensor = torch.Tensor
+
+
+class Residual(nn.Module):
+    """x + dropout(f(x)) with the norm after the sum (post, Vaswani et al. 2017) or before
+    the sublayer (pre, Xiong et al. 2020, arXiv:2002.04745)."""
+
+    def __init__(self, norm: nn.Module, dropout: float, pre: bool) -> None:
+        super().__init__()
+        self.norm = norm
+        self.dropout = nn.Dropout(dropout)
+        self.pre = pre
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+def _residual(cfg: ModelConfig) -> Residual:
+    norm = build_norm(cfg.norm, cfg.d_model, cfg.norm_eps)
+    return Residual(norm, cfg.dropout, cfg.norm_position == "pre")
+
+
+def _self_attention(cfg: ModelConfig) -> SelfAttention:
+    return SelfAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cfg.bias, cfg.attention)
+
+
+def _feed_forward(cfg: ModelConfig) -> nn.Module:
+    return build_ffn(cfg.ffn, cfg.d_model, cfg.d_ff, cfg.ffn_dropout, cfg.bias)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each in a residual sublayer."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn, self.ffn = _self_attention(cfg), _feed_forward(cfg)
+        self.res_attn, self.res_ffn = _residual(cfg), _residual(cfg)
+
+    def forward(self, x: Tensor, src_pad: Tensor | None, positional: Positional) -> Tensor:
+        x = self.res_attn(x, lambda h: self.self_attn(h, src_pad, False, positional))
+        return self.res_ffn(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the source, then feed-forward."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn, self.ffn = _self_attention(cfg), _feed_forward(cfg)
+        self.cross_attn = CrossAttention(
+            cfg.d_model, cfg.n_heads, cfg.attention_dropout, cfg.bias, cfg.attention
+        )
+        self.res_self, self.res_cross, self.res_ffn = _residual(cfg), _residual(cfg), _residual(cfg)
+
+    def forward(
+        self,
+        x: Tensor,  # (B, T, D)
+        memory: Tensor,  # (B, S, D)
+        src_pad: Tensor | None,
+        positional: Positional,
+        self_cache: KVCache | None = None,
+        cross_cache: KVCache | None = None,
+        offset: int = 0,
+    ) -> Tensor:
+        x = self.res_self(
+            x, lambda h: self.self_attn(h, None, True, positional, self_cache, offset)
+        )
+        x = self.res_cross(x, lambda h: self.cross_attn(h, memory, src_pad, cross_cache))
+        return self.res_ffn(x, self.ffn)

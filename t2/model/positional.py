@@ -1,0 +1,131 @@
+"""Positional schemes behind one interface.
+
+Additive schemes (sinusoidal, learned) act on the scaled token embeddings in `embed`;
+rotary (RoPE) acts on queries and keys in `rotate`. The method a scheme does not use is
+the identity, so attention never branches on a scheme's name.
+
+RoPE and cross-attention: RoPE is applied to the self-attention of both stacks only.
+In cross-attention a query is a target position and a key a source position; their
+offset i - j compares positions in two different sentences and carries no meaning
+(source and target lengths differ), so rotating them would inject a spurious relative
+bias. The source's order already reaches cross-attention through the encoder's own
+rotary self-attention, which is what RoFormer and later encoder-decoders with RoPE do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from t2.errors import ConfigError
+from t2.registry import POSITIONAL
+
+
+class Positional(nn.Module):
+    """The shared interface: both methods are the identity unless a scheme overrides one."""
+
+    def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
+        super().__init__()
+
+    def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x: (B, T, D) scaled token embeddings at positions offset .. offset+T-1."""
+        return x
+
+    def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x: (B, H, T, Dh) queries or keys at positions offset .. offset+T-1."""
+        return x
+
+
+@POSITIONAL.register("none")
+class NoPositional(Positional):
+    """No positional information (a bag-of-tokens ablation)."""
+
+
+def sinusoid_table(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """PE[t, 2i] = sin(t / base^(2i/d)), PE[t, 2i+1] = cos(t / base^(2i/d)); shape (T, D)."""
+    position = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq[: d_model // 2])
+    return table.float()
+
+
+@POSITIONAL.register("sinusoidal")
+class SinusoidalPositional(Positional):
+    """Fixed sinusoids added to the embeddings, Vaswani et al. 2017 section 3.5."""
+
+    def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
+        super().__init__(d_model, d_head, max_positions, base)
+        self.d_model, self.base = d_model, base
+        self.register_buffer("table", sinusoid_table(max_positions, d_model, base), False)
+
+    def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        end = offset + x.shape[1]
+        if end > self.table.shape[0]:  # sinusoids extrapolate: grow the table on demand
+            self.table = sinusoid_table(2 * end, self.d_model, self.base).to(x.device)
+        return x + self.table[offset:end].to(x.dtype)
+
+
+@POSITIONAL.register("learned")
+class LearnedPositional(Positional):
+    """Absolute learned position embeddings (Gehring et al. 2017), added to the embeddings."""
+
+    def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
+        super().__init__(d_model, d_head, max_positions, base)
+        self.weight = nn.Parameter(torch.empty(max_positions, d_model))
+        # N(0, half the embedding variance), report 002: embeddings are N(0, 1/d_model).
+        nn.init.normal_(self.weight, std=math.sqrt(0.5 / d_model))
+
+    def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        end = offset + x.shape[1]
+        if end > self.weight.shape[0]:
+            raise ConfigError(
+                f"sequence of {end} positions exceeds model.max_positions="
+                f"{self.weight.shape[0]} of learned positions; raise model.max_positions"
+            )
+        return x + self.weight[offset:end].to(x.dtype)
+
+
+def rope_tables(n_positions: int, d_head: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of t * base^(-2i/Dh), repeated for both halves; shapes (T, Dh)."""
+    inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+    angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * inv_freq
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().float(), angles.sin().float()
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+@POSITIONAL.register("rope")
+class RotaryPositional(Positional):
+    """Rotary position embedding, Su et al. 2021 (arXiv:2104.09864), on self-attention q, k."""
+
+    def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
+        super().__init__(d_model, d_head, max_positions, base)
+        if d_head % 2:
+            raise ConfigError(f"rope needs an even head size, got {d_head}; change n_heads")
+        self.d_head, self.base = d_head, base
+        cos, sin = rope_tables(max_positions, d_head, base)
+        self.register_buffer("cos", cos, False)
+        self.register_buffer("sin", sin, False)
+
+    def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        end = offset + x.shape[-2]
+        if end > self.cos.shape[0]:
+            cos, sin = rope_tables(2 * end, self.d_head, self.base)
+            self.cos, self.sin = cos.to(x.device), sin.to(x.device)
+        cos = self.cos[offset:end].to(x.dtype)  # (T, Dh), broadcast over (B, H)
+        sin = self.sin[offset:end].to(x.dtype)
+        return x * cos + rotate_half(x) * sin
+
+
+def build_positional(
+    name: str, d_model: int, d_head: int, max_positions: int, base: float
+) -> Positional:
+    return POSITIONAL.get(name)(d_model, d_head, max_positions, base)

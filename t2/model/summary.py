@@ -1,0 +1,77 @@
+"""Parameter counts by part and a training-memory estimate (report 001, section 3.4).
+
+Activations follow Korthikanti et al. 2022 (arXiv:2205.05198, section 4.1): a layer with
+s tokens per sequence, b sequences, width h and a heads keeps about 34sbh + 5as^2b bytes
+in 16-bit; here the terms are derived for each sublayer and scaled to the element size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from t2.config import ModelConfig
+
+
+def count_parameters(model: nn.Module) -> dict[str, int]:
+    """Unique parameters (tied matrices once) in total and by part."""
+    seen: set[int] = set()
+    parts = {"embeddings": 0, "encoder": 0, "decoder": 0, "other": 0}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        top = name.split(".")[0]
+        part = {"src_embed": "embeddings", "tgt_embed": "embeddings", "output": "embeddings",
+                "positional": "embeddings", "encoder": "encoder", "encoder_norm": "encoder",
+                "decoder": "decoder", "decoder_norm": "decoder"}.get(top, "other")  # fmt: skip
+        parts[part] += p.numel()
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+
+def _attention_elems(cfg: ModelConfig, s_q: int, s_k: int, b: int) -> float:
+    h, a = cfg.d_model, cfg.n_heads
+    # inputs of q/k/v and output projections, q k^T operands, softmax output and its
+    # dropout mask, attention-weighted values: 5.5 sbh + 2.5 a s_q s_k b in 16-bit units
+    return 5.5 * s_q * b * h + 2.5 * a * s_q * s_k * b
+
+
+def _ffn_elems(cfg: ModelConfig, s: int, b: int) -> float:
+    gated = cfg.d_hidden != cfg.d_ff
+    per_token = cfg.d_model * 1.5 + cfg.d_hidden * (4 if gated else 2)
+    return per_token * s * b
+
+
+def estimate_memory(
+    cfg: ModelConfig, n_params: int, tokens_per_batch: int, seq_len: int, mixed: bool
+) -> MemoryEstimate:
+    """Bytes for fp32 weights, gradients, Adam's two moments and one batch's activations."""
+    b = max(1, tokens_per_batch // seq_len)
+    s = seq_len
+    norm_elems = s * b * cfg.d_model  # input of each norm (2 bytes in 16-bit)
+    enc = _attention_elems(cfg, s, s, b) + _ffn_elems(cfg, s, b) + 2 * norm_elems
+    dec = (
+        _attention_elems(cfg, s, s, b) + _attention_elems(cfg, s, s, b)
+        + _ffn_elems(cfg, s, b) + 3 * norm_elems
+    )  # fmt: skip
+    # embeddings and the float32 logits with their gradient (large with a 37k vocabulary)
+    logits = 2 * s * b * cfg.vocab_size * 4
+    act_bytes = 2 if mixed else 4
+    activations = int(
+        act_bytes * (cfg.n_encoder_layers * enc + cfg.n_decoder_layers * dec) + logits
+    )
+    return MemoryEstimate(4 * n_params, 4 * n_params, 8 * n_params, activations)

@@ -1,0 +1,107 @@
+"""The encoder-decoder Transformer of Vaswani et al. 2017 (arXiv:1706.03762), assembled
+from registered components, with a key/value cache for incremental decoding."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from t2.config import ModelConfig
+from t2.model.attention import KVCache
+from t2.model.init import initialise
+from t2.model.layers import DecoderLayer, EncoderLayer
+from t2.model.norm import build_norm
+from t2.model.positional import build_positional
+
+Tensor = torch.Tensor
+
+
+@dataclass
+class DecoderState:
+    """What incremental decoding keeps between steps: per-layer self-attention keys and
+    values of the prefix, cross-attention keys and values of the source (computed once),
+    and the number of target positions already decoded."""
+
+    self_caches: list[KVCache]
+    cross_caches: list[KVCache]
+    offset: int = 0
+
+    @classmethod
+    def empty(cls, n_layers: int) -> DecoderState:
+        return cls([KVCache() for _ in range(n_layers)], [KVCache() for _ in range(n_layers)])
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows `index` (beam search reorders hypotheses after every step)."""
+        for cache in (*self.self_caches, *self.cross_caches):
+            cache.reorder(index)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder with a shared vocabulary; embeddings scaled by sqrt(d_model)."""
+
+    def __init__(self, cfg: ModelConfig, pad_id: int = 0) -> None:
+        super().__init__()
+        self.cfg, self.pad_id = cfg, pad_id
+        V, D = cfg.vocab_size, cfg.d_model  # noqa: N806
+        self.src_embed = nn.Embedding(V, D, padding_idx=pad_id)
+        # tie_embeddings: all = source, target and output share one matrix (the paper);
+        # decoder = target input and output share; none = three separate matrices.
+        self.tgt_embed = self.src_embed if cfg.tie_embeddings == "all" else nn.Embedding(V, D)
+        self.output = None if cfg.tie_embeddings != "none" else nn.Linear(D, V, bias=False)
+        self.positional = build_positional(
+            cfg.positional, D, cfg.d_head, cfg.max_positions, cfg.rope_base
+        )
+        self.embed_dropout = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
+        pre = cfg.norm_position == "pre"  # pre-norm stacks end with a final norm
+        self.encoder_norm = build_norm(cfg.norm, D, cfg.norm_eps) if pre else nn.Identity()
+        self.decoder_norm = build_norm(cfg.norm, D, cfg.norm_eps) if pre else nn.Identity()
+        initialise(self, cfg)
+
+    def _embed(self, embedding: nn.Embedding, ids: Tensor, offset: int) -> Tensor:
+        x = embedding(ids) * math.sqrt(self.cfg.d_model)  # (B, T, D)
+        return self.embed_dropout(self.positional.embed(x, offset))
+
+    def encode(self, src: Tensor, src_pad: Tensor | None = None) -> Tensor:
+        """src: (B, S) token ids -> memory (B, S, D)."""
+        if src_pad is None:
+            src_pad = src.eq(self.pad_id)
+        x = self._embed(self.src_embed, src, 0)
+        for layer in self.encoder:
+            x = layer(x, src_pad, self.positional)
+        return self.encoder_norm(x)
+
+    def decode(
+        self,
+        tgt_in: Tensor,  # (B, T): BOS + target prefix, or only the newest token with a state
+        memory: Tensor,  # (B, S, D)
+        src_pad: Tensor,  # (B, S), True at padding
+        state: DecoderState | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V) of the next token at each target position."""
+        offset = state.offset if state is not None else 0
+        x = self._embed(self.tgt_embed, tgt_in, offset)
+        for i, layer in enumerate(self.decoder):
+            self_cache = state.self_caches[i] if state is not None else None
+            cross_cache = state.cross_caches[i] if state is not None else None
+            x = layer(x, memory, src_pad, self.positional, self_cache, cross_cache, offset)
+        if state is not None:
+            state.offset += tgt_in.shape[1]
+        return self.project(self.decoder_norm(x))
+
+    def project(self, h: Tensor) -> Tensor:
+        weight = self.output.weight if self.output is not None else self.tgt_embed.weight
+        return F.linear(h, weight)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits (B, T, V); src (B, S) and tgt_in (B, T) are padded ids."""
+        src_pad = src.eq(self.pad_id)
+        return self.decode(tgt_in, self.encode(src, src_pad), src_pad)
+
+    def new_state(self) -> DecoderState:
+        return DecoderState.empty(len(self.decoder))

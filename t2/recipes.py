@@ -1,0 +1,75 @@
+"""Recipes: YAML files in recipes/ that name a parent and change a few keys.
+
+A recipe is resolved by merging its parent chain (base first), then `--set` overrides,
+then building the typed Config, which checks every key and choice.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from t2.config import Config, check_keys
+from t2.errors import ConfigError
+
+RECIPES_DIR = Path(os.environ.get("T2_RECIPES", Path(__file__).resolve().parent.parent / "recipes"))
+
+
+def recipe_names() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def _recipe_path(name: str) -> Path:
+    if name.endswith((".yaml", ".yml")):  # a user's own recipe file
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"recipe file {name} not found; pass an existing YAML file")
+        return path
+    path = RECIPES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown recipe {name!r}; valid recipes: {', '.join(recipe_names())}")
+    return path
+
+
+def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_raw(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The merged mapping of a recipe and its ancestors (without the `parent` key)."""
+    if name in _seen:
+        raise ConfigError(f"recipe {name!r} is its own ancestor: {' -> '.join(_seen + (name,))}")
+    path = _recipe_path(name)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"recipe {path} is not valid YAML ({err}); fix the file") from None
+    parent = raw.pop("parent", None)
+    return _deep_merge(load_raw(parent, _seen + (name,)) if parent else {}, raw)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.key=value` strings; values are parsed as YAML (4, 0.1, true, [0.9, 0.98])."""
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        section, dot, field = key.strip().partition(".")
+        if not sep or not dot or not field:
+            raise ConfigError(f"bad override {item!r}; write --set section.key=value")
+        check_keys({section: None}, Config.__dataclass_fields__, "config section")
+        out.setdefault(section, {})[field] = yaml.safe_load(value) if value else ""
+    return out
+
+
+def load_config(name: str, overrides: list[str] | None = None) -> Config:
+    return Config.from_dict(apply_overrides(load_raw(name), overrides or []))
