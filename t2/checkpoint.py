@@ -68,7 +68,9 @@ def load_weights(model: Transformer, ckpt: Path) -> None:
     try:
         state = load_file(str(Path(ckpt) / WEIGHTS))
     except Exception as err:  # corrupt or truncated file
-        raise CheckpointError(f"cannot read {ckpt / WEIGHTS} ({err}); use another checkpoint")
+        raise CheckpointError(
+            f"cannot read {ckpt / WEIGHTS} ({err}); use another checkpoint"
+        ) from None
     expected = model.state_dict()
     for name, tensor in state.items():
         if name not in expected or expected[name].shape != tensor.shape:

@@ -53,7 +53,9 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(typing.get_args(hint)):
             raise ConfigError(f"{where} must be a list of {len(typing.get_args(hint))} numbers")
-        return tuple(_coerce(v, t, where) for v, t in zip(value, typing.get_args(hint)))
+        return tuple(
+            _coerce(v, t, where) for v, t in zip(value, typing.get_args(hint), strict=True)
+        )
     if origin in (typing.Union, types.UnionType):
         return value
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
