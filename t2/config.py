@@ -137,6 +137,7 @@ class DataConfig(Section):
     task_train_size: int = 20000  # pairs generated for a task:NAME train split
     task_eval_size: int = 500  # pairs generated for task:NAME valid and test splits
     max_train_pairs: int = 0  # keep only the first N training pairs (0: all)
+    cache_dir: str = ""  # cleaned and tokenized data caches; empty: HF_DATASETS_CACHE/t2
 
 
 @dataclass(frozen=True)
