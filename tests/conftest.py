@@ -1,0 +1,33 @@
+"""Shared fixtures: tiny configurations so that every model test runs in milliseconds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from t2.config import ModelConfig
+
+# d_model 16, 2 heads of 8, one layer per stack, vocabulary 50: small enough to sweep.
+TINY_MODEL = dict(
+    vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1
+)
+
+
+@pytest.fixture
+def tiny_model_config():
+    """A factory of tiny ModelConfigs: tiny_model_config(positional="rope", ...)."""
+
+    def make(**overrides) -> ModelConfig:
+        return ModelConfig(**{**TINY_MODEL, **overrides})
+
+    return make
+
+
+@pytest.fixture
+def single_thread():
+    """One intra-op thread: on tiny tensors, threads on a busy 2-core machine spin and make
+    each op ~100x slower. Use with `pytestmark = pytest.mark.usefixtures("single_thread")`."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

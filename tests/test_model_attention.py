@@ -1,0 +1,108 @@
+"""Attention kernels against the formula and each other, the flash_attn fallback, the KV cache."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import t2.model.attention as attention
+from t2.model.attention import KVCache, SelfAttention
+from t2.model.positional import build_positional
+from t2.registry import ATTENTION
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def _reference(q, k, v, key_padding, causal):
+    """softmax(q k^T / sqrt(Dh)) v, one query at a time, causal bottom-right aligned."""
+    B, H, Tq, Dh = q.shape  # noqa: N806
+    Tk = k.shape[-2]  # noqa: N806
+    out = torch.zeros_like(q)
+    for b in range(B):
+        for i in range(Tq):
+            allowed = torch.ones(Tk, dtype=torch.bool)
+            if key_padding is not None:
+                allowed &= ~key_padding[b]
+            if causal:
+                allowed[i + Tk - Tq + 1 :] = False
+            keys, values = k[b][:, allowed], v[b][:, allowed]  # (H, n, Dh)
+            scores = torch.einsum("hd,hnd->hn", q[b, :, i], keys) / math.sqrt(Dh)
+            out[b, :, i] = torch.einsum("hn,hnd->hd", scores.softmax(-1), values)
+    return out
+
+
+def _qkv(tq=5, tk=5, dtype=torch.float32):
+    torch.manual_seed(0)
+    return [torch.randn(2, 3, t, 8, dtype=dtype) for t in (tq, tk, tk)]
+
+
+PADDING = torch.tensor([[False] * 5, [False, False, False, True, True]])
+CASES = {  # name: (tq, tk, key padding, causal)
+    "plain": (5, 5, None, False),
+    "padding": (5, 5, PADDING, False),
+    "causal": (5, 5, None, True),
+    "causal_padding": (5, 5, PADDING, True),
+    "causal_one_query_over_prefix": (1, 5, None, True),
+    "causal_two_queries_over_prefix": (2, 5, None, True),
+    "cross_shapes_padding": (3, 5, PADDING, False),
+}
+
+
+@pytest.mark.parametrize("kernel", ATTENTION.names())
+@pytest.mark.parametrize("case", CASES)
+def test_kernels_agree_with_formula_in_float32(kernel, case):
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = _qkv(tq, tk)
+    expected = _reference(q.double(), k.double(), v.double(), pad, causal).float()
+    out = ATTENTION.get(kernel)(q, k, v, pad, causal, 0.0)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kernels_agree_with_each_other(case):
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = _qkv(tq, tk)
+    outs = {name: ATTENTION.get(name)(q, k, v, pad, causal, 0.0) for name in ATTENTION.names()}
+    for name, out in outs.items():
+        torch.testing.assert_close(out, outs["sdpa"], rtol=1e-5, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_flash_attn_falls_back_to_sdpa_off_cuda(monkeypatch, installed):
+    # on CPU (or without the package) flash_attn must give SDPA's result, never import it
+    monkeypatch.setattr(attention, "FLASH_ATTN_AVAILABLE", installed)
+    for case in ("causal", "padding"):
+        tq, tk, pad, causal = CASES[case]
+        q, k, v = _qkv(tq, tk)
+        out = ATTENTION.get("flash_attn")(q, k, v, pad, causal, 0.0)
+        torch.testing.assert_close(out, attention.sdpa_attention(q, k, v, pad, causal, 0.0))
+
+
+def test_kv_cache_appends_grows_and_reorders():
+    cache = KVCache()
+    ks = [torch.randn(3, 2, t, 4) for t in (1, 20, 1)]  # the second step forces a regrowth
+    for step in range(3):
+        k, v = cache.append(ks[step], -ks[step])
+        expected = torch.cat(ks[: step + 1], dim=-2)
+        torch.testing.assert_close(k, expected)
+        torch.testing.assert_close(v, -expected)
+    assert cache.length == 22
+    index = torch.tensor([2, 2, 0])
+    cache.reorder(index)
+    k, _ = cache.append(torch.zeros(3, 2, 1, 4), torch.zeros(3, 2, 1, 4))
+    torch.testing.assert_close(k[:, :, :22], torch.cat(ks, dim=-2)[index])
+
+
+@pytest.mark.parametrize("positional", ["none", "rope"])
+def test_self_attention_with_cache_equals_full_causal_pass(positional):
+    torch.manual_seed(0)
+    attn = SelfAttention(16, 2, 0.0, True, "sdpa").eval()
+    pos = build_positional(positional, 16, 8, 32, 10000.0)
+    x = torch.randn(2, 6, 16)
+    full = attn(x, None, True, pos)
+    cache = KVCache()
+    steps = [attn(x[:, :3], None, True, pos, cache, 0)]  # a 3-token prefix, then one at a time
+    steps += [attn(x[:, t : t + 1], None, True, pos, cache, t) for t in range(3, 6)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)

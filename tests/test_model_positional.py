@@ -1,0 +1,99 @@
+"""Positional schemes against their formulas: sinusoidal closed form, RoPE's relative
+property, learned positions' initialisation, and the shared no-op interface."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from t2.errors import ConfigError
+from t2.model.positional import build_positional, rope_tables, sinusoid_table
+from t2.registry import POSITIONAL
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def test_sinusoid_table_equals_closed_form():
+    n, d = 40, 12
+    table = sinusoid_table(n, d).double()
+    for t in range(n):
+        for i in range(d // 2):
+            angle = t / 10000 ** (2 * i / d)
+            assert table[t, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[t, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+
+
+def test_sinusoidal_embed_adds_table_at_offset_and_grows_beyond_it():
+    pos = build_positional("sinusoidal", 8, 4, max_positions=16, base=10000.0)
+    x = torch.randn(2, 5, 8)
+    # positions 14..18 run past the 16-row table: it grows and stays the closed form
+    out = pos.embed(x, offset=14)
+    torch.testing.assert_close(out - x, sinusoid_table(19, 8)[14:19].expand(2, 5, 8))
+    torch.testing.assert_close(pos.rotate(x[:, None]), x[:, None])  # additive: no rotation
+
+
+def _rope(d_head=8, max_positions=8):
+    return build_positional("rope", 4 * d_head, d_head, max_positions, base=10000.0)
+
+
+def test_rope_query_key_product_depends_only_on_offset():
+    torch.manual_seed(0)
+    rope = _rope().double()
+    q, k = (
+        torch.randn(1, 1, 1, 8, dtype=torch.float64),
+        torch.randn(1, 1, 1, 8, dtype=torch.float64),
+    )
+
+    def score(i: int, j: int) -> float:  # q at position i, k at position j
+        return (rope.rotate(q, offset=i) * rope.rotate(k, offset=j)).sum().item()
+
+    for delta in (0, 1, 3, 7):
+        scores = [score(j + delta, j) for j in (0, 2, 5, 20)]  # 20+: beyond the table
+        assert scores == pytest.approx([scores[0]] * 4, abs=1e-6)
+    assert score(3, 0) != pytest.approx(score(0, 0), abs=1e-3)  # and it does depend on it
+
+
+def test_rope_rotates_pairs_by_position_times_frequency():
+    rope = _rope(d_head=4).double()
+    x = torch.randn(1, 1, 6, 4, dtype=torch.float64)
+    out = rope.rotate(x)
+    for t in range(6):
+        for i in range(2):  # pair (i, i + d/2) rotated by angle t * base^(-2i/d)
+            a = t * 10000.0 ** (-2 * i / 4)
+            x1, x2 = x[0, 0, t, i].item(), x[0, 0, t, i + 2].item()
+            assert out[0, 0, t, i].item() == pytest.approx(x1 * math.cos(a) - x2 * math.sin(a))
+            assert out[0, 0, t, i + 2].item() == pytest.approx(x2 * math.cos(a) + x1 * math.sin(a))
+
+
+def test_rope_tables_shape_and_halves():
+    cos, sin = rope_tables(10, 6, 10000.0)
+    assert cos.shape == sin.shape == (10, 6)
+    torch.testing.assert_close(cos[:, :3], cos[:, 3:])
+    torch.testing.assert_close(cos**2 + sin**2, torch.ones(10, 6))
+
+
+def test_rope_needs_even_head_size():
+    with pytest.raises(ConfigError, match="even head size"):
+        build_positional("rope", 6, 3, 8, 10000.0)
+
+
+def test_learned_positions_raise_past_the_table():
+    pos = build_positional("learned", 8, 4, max_positions=6, base=10000.0)
+    pos.embed(torch.zeros(1, 6, 8))
+    with pytest.raises(ConfigError, match="max_positions"):
+        pos.embed(torch.zeros(1, 3, 8), offset=4)
+
+
+@pytest.mark.parametrize("name", POSITIONAL.names())
+def test_every_scheme_is_identity_where_it_does_not_apply(name):
+    pos = build_positional(name, 16, 8, 32, 10000.0)
+    x, q = torch.randn(2, 5, 16), torch.randn(2, 2, 5, 8)
+    changed_embed = not torch.equal(pos.embed(x, 3), x)
+    changed_rotate = not torch.equal(pos.rotate(q, 3), q)
+    assert not (changed_embed and changed_rotate)  # one interface, one place of action
+    known = {"none": (False, False), "rope": (False, True)}
+    known |= {"sinusoidal": (True, False), "learned": (True, False)}
+    if name in known:
+        assert (changed_embed, changed_rotate) == known[name]

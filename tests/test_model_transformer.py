@@ -1,0 +1,142 @@
+"""The assembled encoder-decoder: the registry sweep, causality, padding, the KV cache,
+beam reordering and embedding tying."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from t2.model.loss import smoothed_cross_entropy
+from t2.model.summary import count_parameters
+from t2.model.transformer import Transformer
+from t2.registry import ATTENTION, FFN, NORM, POSITIONAL
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+PLACEMENTS = ["pre", "post"]
+V = 50  # the tiny vocabulary of conftest's TINY_MODEL; id 0 is padding
+
+
+def _tokens(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(1, V, shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("ffn", FFN.names())
+@pytest.mark.parametrize("norm", NORM.names())
+@pytest.mark.parametrize("positional", POSITIONAL.names())
+def test_every_combination_trains(tiny_model_config, positional, norm, ffn, placement):
+    torch.manual_seed(0)
+    cfg = tiny_model_config(positional=positional, norm=norm, ffn=ffn, norm_position=placement)
+    model = Transformer(cfg).train()
+    src, tgt = _tokens(2, 7), _tokens(2, 6, seed=1)
+    src[1, 4:] = 0  # padded source and target
+    tgt[1, 3:] = 0
+    logits = model(src, tgt[:, :-1])
+    assert logits.shape == (2, 5, V)
+    loss, n_tokens = smoothed_cross_entropy(logits, tgt[:, 1:], 0, 0.1)
+    assert torch.isfinite(loss) and loss > 0 and n_tokens == 5 + 2
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, f"{name} is not used"  # every built part is wired in
+        assert torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("kernel", ATTENTION.names())
+def test_every_attention_kernel_gives_the_same_model_output(tiny_model_config, kernel):
+    src, tgt = _tokens(2, 7), _tokens(2, 5, seed=1)
+    src[0, 5:] = 0
+    outputs = []
+    for name in ("sdpa", kernel):
+        torch.manual_seed(0)
+        outputs.append(Transformer(tiny_model_config(attention=name)).eval()(src, tgt))
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-5)
+
+
+def _model(tiny_model_config, **overrides) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(tiny_model_config(**overrides)).double().eval()
+
+
+@pytest.mark.parametrize("positional", POSITIONAL.names())
+def test_decoder_is_causal(tiny_model_config, positional):
+    model = _model(tiny_model_config, positional=positional, n_decoder_layers=2)
+    src, tgt = _tokens(1, 6), _tokens(1, 8, seed=1)
+    logits = model(src, tgt)
+    for t in range(1, 8):  # change token t: logits before t stay, logits at t change
+        changed = tgt.clone()
+        changed[0, t] = tgt[0, t] % (V - 1) + 1
+        other = model(src, changed)
+        torch.testing.assert_close(other[:, :t], logits[:, :t], rtol=0, atol=1e-12)
+        assert not torch.allclose(other[:, t], logits[:, t])
+
+
+@pytest.mark.parametrize("positional", POSITIONAL.names())
+def test_padding_never_changes_real_outputs(tiny_model_config, positional):
+    model = _model(tiny_model_config, positional=positional)
+    short_src, long_src = _tokens(1, 4), _tokens(1, 7, seed=1)
+    short_tgt, long_tgt = _tokens(1, 3, seed=2), _tokens(1, 6, seed=3)
+    src = torch.cat([torch.nn.functional.pad(short_src, (0, 3)), long_src])  # (2, 7), 0 = pad
+    tgt = torch.cat([torch.nn.functional.pad(short_tgt, (0, 3)), long_tgt])
+    alone_memory = model.encode(short_src)
+    batch_memory = model.encode(src)
+    torch.testing.assert_close(batch_memory[:1, :4], alone_memory, rtol=0, atol=1e-10)
+    torch.testing.assert_close(batch_memory[1:], model.encode(long_src), rtol=0, atol=1e-10)
+    batch_logits = model(src, tgt)
+    torch.testing.assert_close(
+        batch_logits[:1, :3], model(short_src, short_tgt), rtol=0, atol=1e-10
+    )
+    torch.testing.assert_close(batch_logits[1:], model(long_src, long_tgt), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("positional", POSITIONAL.names())
+def test_cached_decoding_equals_uncached(tiny_model_config, positional, placement):
+    model = _model(
+        tiny_model_config, positional=positional, norm_position=placement, n_decoder_layers=2
+    )
+    src, tgt = _tokens(2, 6), _tokens(2, 7, seed=1)
+    src[1, 3:] = 0
+    src_pad = src.eq(0)
+    memory = model.encode(src, src_pad)
+    full = model.decode(tgt, memory, src_pad)
+    state = model.new_state()
+    steps = [model.decode(tgt[:, :2], memory, src_pad, state)]  # a prefix, then one by one
+    steps += [model.decode(tgt[:, t : t + 1], memory, src_pad, state) for t in range(2, 7)]
+    assert state.offset == 7
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "rope"])
+def test_reordered_cache_keeps_the_right_rows(tiny_model_config, positional):
+    model = _model(tiny_model_config, positional=positional, n_decoder_layers=2)
+    src, tgt = _tokens(3, 6), _tokens(3, 6, seed=1)
+    src[2, 4:] = 0
+    src_pad = src.eq(0)
+    memory = model.encode(src, src_pad)
+    state = model.new_state()
+    for t in range(3):
+        model.decode(tgt[:, t : t + 1], memory, src_pad, state)
+    index = torch.tensor([2, 0, 2, 1])  # beam search: duplicate, drop and permute rows
+    state.reorder(index)
+    memory, src_pad = memory[index], src_pad[index]
+    prefixes = tgt[index, :3]
+    new = _tokens(4, 3, seed=2)
+    steps = [model.decode(new[:, t : t + 1], memory, src_pad, state) for t in range(3)]
+    fresh = model.decode(torch.cat([prefixes, new], dim=1), memory, src_pad)
+    torch.testing.assert_close(torch.cat(steps, dim=1), fresh[:, 3:], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("tie, n_matrices", [("all", 1), ("decoder", 2), ("none", 3)])
+def test_embedding_tying(tiny_model_config, tie, n_matrices):
+    model = Transformer(tiny_model_config(tie_embeddings=tie))
+    out = model.output.weight if model.output is not None else model.tgt_embed.weight
+    assert len({id(w) for w in (model.src_embed.weight, model.tgt_embed.weight, out)}) == n_matrices
+    h = torch.randn(2, 16)
+    torch.testing.assert_close(model.project(h), h @ out.T)  # the logits use that matrix
+    assert (model.src_embed.weight is model.tgt_embed.weight) == (tie == "all")
+    assert (model.output is None) == (tie != "none")
+    untied = count_parameters(Transformer(tiny_model_config(tie_embeddings="none")))
+    counts = count_parameters(model)
+    assert untied["total"] - counts["total"] == (3 - n_matrices) * V * 16
+    assert counts["embeddings"] == n_matrices * V * 16
