@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from t2.model.attention import CrossAttention, SelfAttention
+from t2.model.positional import LearnedPositional
 
 if TYPE_CHECKING:
     from t2.config import ModelConfig
@@ -44,12 +45,20 @@ def initialise(model: nn.Module, cfg: ModelConfig) -> None:
                 module.weight[module.padding_idx].zero_()
     if getattr(model, "output", None) is not None:  # untied output: same scale as embeddings
         nn.init.normal_(model.output.weight, std=std)
+    for module in model.modules():  # learned positions: half the embeddings' variance
+        if isinstance(module, LearnedPositional):
+            nn.init.normal_(module.weight, std=std * math.sqrt(0.5))
     for module in model.modules():
+        # W_Q = W_K, biases too (they are nonzero under the default init)
         if cfg.tie_qk_init and isinstance(module, SelfAttention):
-            q, k, _ = module.qkv.weight.chunk(3, dim=0)
-            k.copy_(q)
+            for param in (module.qkv.weight, module.qkv.bias):
+                if param is not None:
+                    q, k, _ = param.chunk(3, dim=0)
+                    k.copy_(q)
         if cfg.tie_qk_init and isinstance(module, CrossAttention):
-            module.kv.weight.chunk(2, dim=0)[0].copy_(module.q.weight)
+            for kv, q in ((module.kv.weight, module.q.weight), (module.kv.bias, module.q.bias)):
+                if kv is not None:
+                    kv.chunk(2, dim=0)[0].copy_(q)
         if cfg.zero_init_output and isinstance(module, (SelfAttention, CrossAttention)):
             nn.init.zeros_(module.out_proj.weight)
         if cfg.zero_init_output and hasattr(module, "w2") and isinstance(module.w2, nn.Linear):

@@ -76,7 +76,8 @@ class LearnedPositional(Positional):
     def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
         super().__init__(d_model, d_head, max_positions, base)
         self.weight = nn.Parameter(torch.empty(max_positions, d_model))
-        # N(0, half the embedding variance), report 002: embeddings are N(0, 1/d_model).
+        # N(0, half the embedding variance), report 002: embeddings are N(0, 1/d_model);
+        # initialise() redraws it to follow model.embedding_init.
         nn.init.normal_(self.weight, std=math.sqrt(0.5 / d_model))
 
     def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
