@@ -97,6 +97,15 @@ class ModelConfig(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"model.{name} must be positive, got {getattr(self, name)}")
+        for name in ("n_encoder_layers", "n_decoder_layers"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"model.{name} must be 0 or more, got {getattr(self, name)}")
+        for name in ("dropout", "attention_dropout", "ffn_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
         if self.d_model % self.n_heads:
             raise ConfigError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads="

@@ -1,0 +1,152 @@
+"""Typed config: defaults valid, every choice checked with the valid ones listed, exact
+YAML round-trip, and the registries behind the component choices."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from t2.config import SECTIONS, Config, DataConfig, ModelConfig, TrainConfig
+from t2.errors import ConfigError
+from t2.recipes import load_config, recipe_names
+from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, Registry
+
+REGISTRY_FIELDS = {"positional": POSITIONAL, "norm": NORM, "ffn": FFN, "attention": ATTENTION}
+
+
+def test_defaults_are_the_papers_base_model():
+    cfg = Config()
+    m = cfg.model
+    assert (m.d_model, m.n_heads, m.d_ff, m.n_encoder_layers, m.n_decoder_layers) == (
+        512, 8, 2048, 6, 6,
+    )  # fmt: skip
+    assert (m.positional, m.norm, m.ffn, m.norm_position, m.tie_embeddings) == (
+        "sinusoidal", "layernorm", "relu", "post", "all",
+    )  # fmt: skip
+    assert m.d_head == 64 and m.d_hidden == 2048
+    assert cfg.train.betas == (0.9, 0.98) and cfg.train.label_smoothing == 0.1
+
+
+@pytest.mark.parametrize("name", recipe_names())
+def test_every_recipe_round_trips_through_yaml(name):
+    cfg = load_config(name)
+    assert Config.from_yaml(cfg.to_yaml()) == cfg
+
+
+def test_non_default_values_round_trip():
+    cfg = Config(
+        model=ModelConfig(d_model=64, n_heads=4, positional="rope", norm_eps=1e-6, bias=False),
+        data=DataConfig(tokenizer="", max_length_ratio=2.5, src_bos=True),
+        train=TrainConfig(betas=(0.8, 0.95), eps=1e-9, max_lr=3e-4, mixed_precision="no"),
+    )
+    text = cfg.to_yaml()
+    again = Config.from_yaml(text)
+    assert again == cfg and again.train.betas == (0.8, 0.95)
+    assert again.to_yaml() == text
+    assert Config.from_yaml("") == Config()  # an empty file is the defaults
+
+
+@pytest.mark.parametrize("field", REGISTRY_FIELDS)
+def test_unknown_component_lists_the_registered_ones(field):
+    with pytest.raises(ConfigError) as err:
+        ModelConfig(**{field: "nope"})
+    message = str(err.value)
+    assert "'nope'" in message and f"model.{field}" in message and "\n" not in message
+    assert all(name in message for name in REGISTRY_FIELDS[field].names())
+    for name in REGISTRY_FIELDS[field].names():  # and every registered one is accepted
+        assert getattr(ModelConfig(**{field: name}), field) == name
+
+
+@pytest.mark.parametrize(
+    "section, key, valid",
+    [
+        ("model", "norm_position", ["post", "pre"]),
+        ("model", "tie_embeddings", ["all", "decoder", "none"]),
+        ("model", "init", ["default", "xavier"]),
+        ("model", "embedding_init", ["normal", "unit"]),
+        ("train", "optimizer", ["adam", "adamw"]),
+        ("train", "schedule", ["cosine", "inverse_sqrt"]),
+        ("train", "mixed_precision", ["auto", "bf16", "fp16", "no"]),
+    ],
+)
+def test_bad_choice_lists_the_valid_ones(section, key, valid):
+    with pytest.raises(
+        ConfigError, match=f"{section}.{key} 'nope'; valid choices: {', '.join(valid)}$"
+    ):
+        Config.from_dict({section: {key: "nope"}})
+    for value in valid:
+        Config.from_dict({section: {key: value}})
+
+
+def test_unknown_section_and_key_list_the_valid_ones():
+    with pytest.raises(ConfigError, match="'modle'; valid keys: data, decode, model, train$"):
+        Config.from_dict({"modle": {}})
+    valid = ", ".join(sorted(f.name for f in dataclasses.fields(ModelConfig)))
+    with pytest.raises(ConfigError, match=f"'dmodel'; valid keys: {valid}$"):
+        Config.from_dict({"model": {"dmodel": 512}})
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        Config.from_dict({"model": [1, 2]})
+
+
+@pytest.mark.parametrize(
+    "section, values, message",
+    [
+        ("model", {"d_model": "512"}, "model.d_model must be int"),
+        ("model", {"d_model": 512.0}, "model.d_model must be int"),
+        ("model", {"bias": 1}, "model.bias must be bool"),
+        ("model", {"d_model": True}, "model.d_model must be int"),
+        ("model", {"dropout": True}, "model.dropout must be float"),
+        ("model", {"positional": None}, "model.positional must be str"),
+        ("train", {"betas": [0.9]}, "train.betas must be a list of 2 numbers"),
+        ("train", {"betas": [0.9, "x"]}, "train.betas must be float"),
+        ("model", {"d_model": 100, "n_heads": 8}, "not divisible by model.n_heads"),
+        ("model", {"n_heads": 0}, "model.n_heads"),
+        ("model", {"d_model": -8}, "model.d_model"),
+        ("model", {"vocab_size": 0}, "model.vocab_size"),
+        ("model", {"dropout": 1.5}, "model.dropout"),
+        ("model", {"attention_dropout": -0.1}, "model.attention_dropout"),
+    ],
+)
+def test_bad_values_fail_at_start_up_with_one_line(section, values, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        Config.from_dict({section: values})
+    assert "\n" not in str(err.value)
+
+
+def test_ints_are_accepted_for_floats_and_stored_as_floats():
+    cfg = Config.from_dict({"model": {"dropout": 0}, "train": {"betas": [1, 1], "max_lr": 1}})
+    assert cfg.model.dropout == 0.0 and isinstance(cfg.model.dropout, float)
+    assert cfg.train.betas == (1.0, 1.0) and all(isinstance(b, float) for b in cfg.train.betas)
+    assert isinstance(cfg.train.max_lr, float)
+
+
+def test_derived_sizes():
+    assert ModelConfig(d_model=64, n_heads=4).d_head == 16
+    assert ModelConfig(d_ff=2048, ffn="swiglu").d_hidden == 1368  # 2/3 d_ff, multiple of 8
+    assert ModelConfig(d_ff=96, ffn="geglu").d_hidden == 64
+    assert ModelConfig(d_ff=96, ffn="gelu").d_hidden == 96
+
+
+def test_sections_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Config().model.d_model = 3  # type: ignore[misc]
+    assert set(SECTIONS) == {f.name for f in dataclasses.fields(Config)}
+
+
+def test_registry_rejects_duplicates_and_lists_names_of_unknowns():
+    registry: Registry = Registry("widget")
+    registry.register("b")(1)
+    registry.register("a")(2)
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register("a")(3)
+    assert registry.get("a") == 2 and registry.names() == ["a", "b"] and "b" in registry
+    with pytest.raises(ConfigError, match="unknown widget 'c'; valid choices: a, b$"):
+        registry.get("c")
+
+
+def test_the_four_registries_hold_the_shipped_components():
+    assert {"none", "sinusoidal", "learned", "rope"} <= set(POSITIONAL.names())
+    assert {"layernorm", "rmsnorm"} <= set(NORM.names())
+    assert {"relu", "gelu", "swiglu", "geglu"} <= set(FFN.names())
+    assert {"sdpa", "math", "flash_attn"} <= set(ATTENTION.names())
