@@ -67,7 +67,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         if not sep or not dot or not field:
             raise ConfigError(f"bad override {item!r}; write --set section.key=value")
         check_keys({section: None}, Config.__dataclass_fields__, "config section")
-        out.setdefault(section, {})[field] = yaml.safe_load(value) if value else ""
+        try:
+            parsed = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            raise ConfigError(f"bad override {item!r}: the value is not valid YAML") from None
+        out[section] = {**(out.get(section) or {}), field: parsed}  # a section may be null
     return out
 
 

@@ -1,0 +1,163 @@
+"""Recipes: every shipped recipe resolves, parents merge, overrides parse, mistakes fail
+with one line listing the valid choices; `train.py --dry-run` counts the paper's 63M."""
+
+from __future__ import annotations
+
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import t2.recipes
+from t2.config import Config
+from t2.errors import ConfigError
+from t2.recipes import apply_overrides, load_config, load_raw, recipe_names
+
+ROOT = Path(__file__).resolve().parent.parent
+DRY_RUNS = ("base", "v2_rope_rmsnorm")
+
+
+@pytest.fixture(scope="module")
+def dry_runs():
+    """`train.py --recipe NAME --dry-run` for base and v2, run side by side (seconds each)."""
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "train.py", "--recipe", name, "--dry-run"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for name in DRY_RUNS
+    }
+    return {name: (p.wait(timeout=120), *p.communicate()) for name, p in procs.items()}
+
+
+@pytest.mark.parametrize("name", DRY_RUNS)
+def test_dry_run_counts_the_base_models_parameters(dry_runs, name):
+    code, out, err = dry_runs[name]
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if "parameters" in line and ":" in line][:1]
+    total = re.fullmatch(r"parameters: (\d+)", line.strip())
+    assert total, line  # a plain integer, so that scripts can read it
+    assert 63_000_000 <= int(total.group(1)) <= 65_000_000
+    assert f"# recipe: {name}" in out
+
+
+def test_shipped_recipes_include_the_baseline_variants_and_quickstart():
+    names = set(recipe_names())
+    assert {"base", "v2_rope_rmsnorm", "quickstart", "big", "pre_norm"} <= names
+
+
+@pytest.mark.parametrize("name", recipe_names())
+def test_every_recipe_resolves_to_a_valid_config(name):
+    cfg = load_config(name)
+    assert isinstance(cfg, Config)
+    assert "parent" not in load_raw(name)
+    if name != "base":  # every recipe derives from base: it keeps base's keys it does not set
+        assert set(load_raw("base")) <= set(load_raw(name))
+
+
+def test_v2_and_one_swap_recipes_change_what_they_say():
+    base, v2 = load_config("base"), load_config("v2_rope_rmsnorm")
+    assert (v2.model.positional, v2.model.norm, v2.model.ffn) == ("rope", "rmsnorm", "swiglu")
+    assert v2.data == base.data and v2.train == base.train
+    assert load_config("pre_norm").model.norm_position == "pre"
+    assert load_config("base_untied").model.tie_embeddings == "none"
+    big = load_config("big")
+    assert (big.model.d_model, big.model.n_heads, big.train.max_steps) == (1024, 16, 300000)
+    assert big.model.norm == "layernorm"  # inherited from base through the parent chain
+
+
+def test_recipe_round_trips_through_a_users_file(tmp_path):
+    cfg = load_config("quickstart", ["model.positional=rope", "train.betas=[0.9, 0.99]"])
+    path = tmp_path / "mine.yaml"
+    path.write_text(cfg.to_yaml())
+    assert load_config(str(path)) == cfg
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(str(tmp_path / "missing.yaml"))
+
+
+def test_parent_chain_merges_deeply(tmp_path, monkeypatch):
+    monkeypatch.setattr(t2.recipes, "RECIPES_DIR", tmp_path)
+    (tmp_path / "a.yaml").write_text("model: {d_model: 64, n_heads: 4}\ntrain: {seed: 3}\n")
+    (tmp_path / "b.yaml").write_text("parent: a\nmodel: {n_heads: 2}\n")
+    (tmp_path / "c.yaml").write_text("parent: b\nmodel: {d_ff: 128}\n")
+    cfg = load_config("c")
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.d_ff, cfg.train.seed) == (64, 2, 128, 3)
+    (tmp_path / "a.yaml").write_text("parent: c\n")
+    with pytest.raises(ConfigError, match="its own ancestor: c -> b -> a -> c"):
+        load_config("c")
+    (tmp_path / "a.yaml").write_text("parent: nope\n")
+    with pytest.raises(ConfigError, match="unknown recipe 'nope'; valid recipes: a, b, c$"):
+        load_config("c")
+    (tmp_path / "a.yaml").write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config("c")
+
+
+def test_overrides_parse_values_as_yaml():
+    raw = apply_overrides({"model": {"d_model": 512}}, [
+        "model.d_model=64", "model.dropout=0.25", "model.bias=false", "train.betas=[0.9, 0.99]",
+        "data.tokenizer=", "model.norm = rmsnorm",
+    ])  # fmt: skip
+    assert raw["model"] == {"d_model": 64, "dropout": 0.25, "bias": False, "norm": "rmsnorm"}
+    assert raw["train"] == {"betas": [0.9, 0.99]} and raw["data"] == {"tokenizer": ""}
+    assert load_config("base", ["model.n_heads=4"]).model.n_heads == 4
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["model.d_model"], "bad override 'model.d_model'; write --set section.key=value"),
+        (["d_model=64"], "bad override 'd_model=64'"),
+        (["model.=64"], "bad override"),
+        (["modle.d_model=64"], "unknown config section 'modle'; valid keys: data, decode, model"),
+        (["model.dmodel=64"], "unknown key in section 'model' 'dmodel'; valid keys: attention,"),
+        (["model.norm=batchnorm"], "'batchnorm'; valid choices: layernorm, rmsnorm"),
+        (["model.d_model=[64"], "model.d_model=\\[64"),  # not YAML
+        (["model.d_model=64.5"], "model.d_model must be int"),
+        (["model.n_heads=0"], "model.n_heads must be positive"),
+    ],
+)
+def test_bad_overrides_fail_with_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config("base", overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_override_of_a_section_left_empty_in_a_recipe(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("model:\ntrain:\n")  # sections present but empty (null)
+    assert load_config(str(path), ["model.d_model=64"]).model.d_model == 64
+
+
+def _train_py(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """Run train.py in-process (no interpreter start-up); any non-T2Error propagates."""
+    monkeypatch.setattr(sys, "argv", ["train.py", *args, "--dry-run"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "train.py"), run_name="__main__")
+    out, err = capsys.readouterr()
+    return exit_.value.code, out, err
+
+
+@pytest.mark.parametrize(
+    "args, valid",
+    [
+        (["--recipe", "nope"], ", ".join(recipe_names())),
+        (["--recipe", "base", "--set", "model.dmodel=3"], "d_ff, d_model, dropout"),
+        (["--recipe", "base", "--set", "model.ffn=relu2"], "geglu, gelu, relu, swiglu"),
+        (["--recipe", "base", "--set", "model.positional=alibi"], "learned, none, rope"),
+        (["--recipe", "base", "--set", "model.norm_position=middle"], "valid choices: post, pre"),
+        (["--recipe", "base", "--set", "modelnorm"], "write --set section.key=value"),
+        (["--recipe", "base", "--set", "model.d_model=[1"], "model.d_model"),
+    ],
+)
+def test_cli_mistakes_exit_2_with_one_line(monkeypatch, capsys, args, valid):
+    code, out, err = _train_py(monkeypatch, capsys, *args)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert valid in err and "Traceback" not in err
