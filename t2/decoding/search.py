@@ -1,0 +1,249 @@
+"""Cached greedy and batched beam search over the decoder's key/value cache.
+
+The whole batch (x beam) is decoded together with one DecoderState; a sentence that has
+ended leaves the batch through `state.reorder`, so the work per step shrinks as sentences
+finish. Scores are log-probabilities divided by the GNMT length penalty of Wu et al. 2016
+(arXiv:1609.08144), lp(n) = ((5 + n) / 6)^alpha, where n counts the generated tokens
+including EOS. The maximum output length is max_len_a * source length + max_len_b tokens
+before EOS (the source length counts its non-padding tokens, EOS included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from t2.config import DecodeConfig
+from t2.model.transformer import DecoderState, Transformer
+
+Tensor = torch.Tensor
+PAD, BOS, EOS = 0, 1, 2
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Hypothesis:
+    """One output: generated ids (no BOS, no EOS), summed log-probability (EOS included)
+    and the model score, log_prob / lp(len(tokens) + 1)."""
+
+    tokens: list[int]
+    log_prob: float
+    score: float
+
+
+def length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
+    """GNMT length penalty ((5 + n) / 6)^alpha (Wu et al. 2016, eq. 14)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_lengths(model: Transformer, src: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
+    """Per-sentence maximum number of tokens before EOS, (B,). Learned positions cannot
+    go beyond their table, so there the output stops at model.max_positions - 1 tokens."""
+    src_len = src.ne(PAD).sum(dim=1)
+    out = (max_len_a * src_len + max_len_b).floor().long().clamp(min=0)
+    if model.cfg.positional == "learned":
+        out = out.clamp(max=model.cfg.max_positions - 1)
+    return out
+
+
+def _next_logprobs(
+    model: Transformer, last: Tensor, memory: Tensor, src_pad: Tensor, state: DecoderState
+) -> Tensor:
+    """Log-probabilities (N, V) of the next token in fp32; PAD and BOS are never generated."""
+    logits = model.decode(last[:, None], memory, src_pad, state)[:, -1]  # (N, V)
+    lprobs = F.log_softmax(logits.float(), dim=-1)
+    lprobs[:, PAD] = NEG_INF
+    lprobs[:, BOS] = NEG_INF
+    return lprobs
+
+
+def _force_eos(lprobs: Tensor, at_max: Tensor) -> Tensor:
+    """Rows of `lprobs` (..., V) where `at_max` (a prefix of its shape) holds may only
+    produce EOS."""
+    not_eos = torch.ones(lprobs.shape[-1], dtype=torch.bool, device=lprobs.device)
+    not_eos[EOS] = False
+    at_max = at_max.view(*at_max.shape, *([1] * (lprobs.dim() - at_max.dim())))
+    return lprobs.masked_fill(at_max & not_eos, NEG_INF)
+
+
+def _hypotheses(tokens: list[list[int]], log_probs: list[float], alpha: float) -> list:
+    out = []
+    for ids, lp in zip(tokens, log_probs, strict=True):
+        body = ids[: ids.index(EOS)] if EOS in ids else ids
+        out.append(Hypothesis(body, lp, lp / length_penalty(len(body) + 1, alpha)))
+    return out
+
+
+@torch.inference_mode()
+def greedy_search(
+    model: Transformer, src: Tensor, max_len_a: float = 1.0, max_len_b: int = 50, alpha: float = 0.6
+) -> list[list[Hypothesis]]:
+    """The most probable next token at every step; src (B, S) padded ids on the model's device.
+    `alpha` only scales the reported score, it does not change the search."""
+    B = src.shape[0]  # noqa: N806
+    src_pad = src.eq(PAD)
+    memory = model.encode(src, src_pad)
+    max_len = max_lengths(model, src, max_len_a, max_len_b)
+    steps = int(max_len.max()) + 1
+    out = torch.full((B, steps), PAD, dtype=torch.long, device=src.device)
+    log_prob = torch.zeros(B, device=src.device)
+    rows = torch.arange(B, device=src.device)  # original sentence of each active row
+    last = torch.full((B,), BOS, dtype=torch.long, device=src.device)
+    state = model.new_state()
+    for t in range(steps):
+        lprobs = _force_eos(_next_logprobs(model, last, memory, src_pad, state), t >= max_len)
+        best, last = lprobs.max(dim=-1)  # (N,)
+        out[rows, t] = last
+        log_prob[rows] += best
+        ended = last.eq(EOS)
+        if bool(ended.any()):  # the one host sync per step: drop finished sentences
+            keep = (~ended).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            state.reorder(keep)
+            rows, last, memory, src_pad = rows[keep], last[keep], memory[keep], src_pad[keep]
+            max_len = max_len[keep]
+    hyps = _hypotheses(out.tolist(), log_prob.tolist(), alpha)
+    return [[h] for h in hyps]
+
+
+@dataclass
+class _Finished:
+    """The best `k` ended hypotheses of each active sentence, kept on the device."""
+
+    score: Tensor  # (N, K) length-normalised, -inf in empty slots, sorted descending
+    log_prob: Tensor  # (N, K)
+    tokens: Tensor  # (N, K, L) ids with EOS, PAD after
+
+    def merge(self, score: Tensor, log_prob: Tensor, tokens: Tensor) -> None:
+        """Keep the best K of the kept and the new (N, C) candidates."""
+        k = self.score.shape[1]
+        all_score = torch.cat([self.score, score], dim=1)  # (N, K + C)
+        best, idx = all_score.topk(k, dim=1)
+        self.score = best
+        self.log_prob = torch.cat([self.log_prob, log_prob], dim=1).gather(1, idx)
+        all_tokens = torch.cat([self.tokens, tokens], dim=1)  # (N, K + C, L)
+        self.tokens = all_tokens.gather(1, idx[..., None].expand(-1, -1, all_tokens.shape[2]))
+
+    def select(self, index: Tensor) -> None:
+        self.score, self.log_prob = self.score[index], self.log_prob[index]
+        self.tokens = self.tokens[index]
+
+
+def _ended_candidates(tokens: Tensor, beam: Tensor, top_tok: Tensor, steps: int) -> Tensor:
+    """Token rows (N, C, L) of candidates that end now: their beam's prefix, EOS, padding.
+    tokens: (N, K, t) prefixes; beam, top_tok, top: (N, C)."""
+    n, c = beam.shape
+    t = tokens.shape[2]
+    prefix = tokens.gather(1, beam[..., None].expand(-1, -1, t))  # (N, C, t)
+    out = torch.full((n, c, steps), PAD, dtype=torch.long, device=tokens.device)
+    out[..., :t] = prefix
+    out[..., t] = top_tok
+    return out
+
+
+def _reorder_self(state: DecoderState, index: Tensor) -> None:
+    """Reorder only the self-attention caches: beams of one sentence share the source, so
+    their cross-attention keys and values are equal and need no reordering."""
+    for cache in state.self_caches:
+        cache.reorder(index)
+
+
+@torch.inference_mode()
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    nbest: int = 1,
+) -> list[list[Hypothesis]]:
+    """Batched beam search (batch x beam rows in one cache) with the GNMT length penalty;
+    a sentence stops when `beam_size` hypotheses have ended. Returns the `nbest` best."""
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"nbest={nbest} must be between 1 and beam_size={beam_size}")
+    B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
+    src_pad = src.eq(PAD)
+    memory = model.encode(src, src_pad)
+    memory = memory.repeat_interleave(K, dim=0)  # (B*K, S, D)
+    src_pad = src_pad.repeat_interleave(K, dim=0)
+    max_len = max_lengths(model, src, max_len_a, max_len_b)
+    steps = int(max_len.max()) + 1
+    fin = _Finished(
+        torch.full((B, K), NEG_INF, device=dev),
+        torch.zeros(B, K, device=dev),
+        torch.full((B, K, steps), PAD, dtype=torch.long, device=dev),
+    )
+    results: list[tuple[Tensor, _Finished]] = []
+    sent = torch.arange(B, device=dev)  # original sentence of each active sentence
+    scores = torch.full((B, K), NEG_INF, device=dev)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    tokens = torch.empty((B, K, 0), dtype=torch.long, device=dev)
+    last = torch.full((B * K,), BOS, dtype=torch.long, device=dev)
+    state = model.new_state()
+    for t in range(steps):
+        n = sent.shape[0]
+        lprobs = _next_logprobs(model, last, memory, src_pad, state).view(n, K, -1)
+        lprobs = _force_eos(lprobs, t >= max_len)
+        V = lprobs.shape[-1]  # noqa: N806
+        top, flat = (scores[..., None] + lprobs).view(n, K * V).topk(2 * K, dim=1)  # (N, 2K)
+        beam, top_tok = flat // V, flat % V
+        ends = top_tok.eq(EOS)
+        # ended candidates among the K best become finished hypotheses (fairseq's rule)
+        ended = ends & (torch.arange(2 * K, device=dev) < K) & top.gt(NEG_INF)
+        normed = top / length_penalty(float(t + 1), alpha)
+        cand_tokens = _ended_candidates(tokens, beam, top_tok, steps)
+        fin.merge(normed.masked_fill(~ended, NEG_INF), top, cand_tokens)
+        # the K best candidates that go on
+        scores, pick = top.masked_fill(ends, NEG_INF).topk(K, dim=1)  # (N, K)
+        beam, next_tok = beam.gather(1, pick), top_tok.gather(1, pick)
+        prefix = tokens.gather(1, beam[..., None].expand_as(tokens))  # (N, K, t)
+        tokens = torch.cat([prefix, next_tok[..., None]], dim=2)
+        rows = (torch.arange(n, device=dev)[:, None] * K + beam).view(-1)  # (N*K,)
+        last = next_tok.view(-1)
+        done = fin.score[:, K - 1].gt(NEG_INF) | (t >= max_len) | scores[:, 0].eq(NEG_INF)
+        if not bool(done.any()):  # the one host sync per step
+            _reorder_self(state, rows)
+            continue
+        results.append((sent[done], _take(fin, done)))
+        keep = (~done).nonzero().squeeze(1)
+        if keep.numel() == 0:
+            break
+        keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).view(-1)  # (N'*K,)
+        _reorder_self(state, rows.view(n, K)[keep].view(-1))
+        for cache in state.cross_caches:
+            cache.reorder(keep_rows)
+        memory, src_pad, last = memory[keep_rows], src_pad[keep_rows], last[keep_rows]
+        sent, scores, tokens, max_len = sent[keep], scores[keep], tokens[keep], max_len[keep]
+        fin.select(keep)
+    return _collect(results, B, nbest, alpha)
+
+
+def _take(fin: _Finished, mask: Tensor) -> _Finished:
+    return _Finished(fin.score[mask], fin.log_prob[mask], fin.tokens[mask])
+
+
+def _collect(results: list, batch: int, nbest: int, alpha: float) -> list[list[Hypothesis]]:
+    """Host-side n-best lists in the original sentence order (one sync per batch)."""
+    out: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    for sent, fin in results:
+        scores = fin.score[:, :nbest].tolist()
+        log_probs, tokens = fin.log_prob[:, :nbest].tolist(), fin.tokens[:, :nbest].tolist()
+        for i, s in enumerate(sent.tolist()):
+            hyps = _hypotheses(tokens[i], log_probs[i], alpha)
+            out[s] = [h for h, sc in zip(hyps, scores[i], strict=True) if sc > NEG_INF]
+    return out
+
+
+def search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[list[Hypothesis]]:
+    """Greedy when cfg.beam_size is 1, beam search otherwise."""
+    if cfg.beam_size < 1:
+        raise ValueError(f"decode.beam_size must be at least 1, got {cfg.beam_size}")
+    if cfg.beam_size == 1:
+        return greedy_search(model, src, cfg.max_len_a, cfg.max_len_b, cfg.lenpen)
+    return beam_search(
+        model, src, cfg.beam_size, cfg.lenpen, cfg.max_len_a, cfg.max_len_b, cfg.nbest
+    )

@@ -1,0 +1,149 @@
+"""Greedy and beam search: equivalences, the length penalty, limits, exhaustive optimality."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_evaluation_helpers import tiny_config, toy_pairs, toy_run
+
+from t2.config import DecodeConfig
+from t2.decoding import beam_search, greedy_search, length_penalty, search
+from t2.evaluation.evaluate import encode_sources, pad_batch
+from t2.model.transformer import Transformer
+
+EOS = 2
+
+
+def random_model(vocab: int = 40, seed: int = 0, **model) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(tiny_config(vocab, **model).model).eval()
+
+
+def random_src(batch: int, vocab: int, seed: int = 1) -> torch.Tensor:
+    """(B, S) sources of different lengths, EOS-terminated and right-padded."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for i in range(batch):
+        n = 2 + (i * 3) % 7
+        rows.append(torch.randint(4, vocab, (n,), generator=g).tolist() + [EOS])
+    return pad_batch(rows, "cpu")
+
+
+def teacher_forced_logprob(model: Transformer, src: torch.Tensor, tokens: list[int]) -> float:
+    """Sum of log p(token) over tokens + EOS, without any cache (the reference)."""
+    tgt = torch.tensor([[1, *tokens, EOS]])
+    with torch.no_grad():
+        lprobs = F.log_softmax(model(src[None], tgt[:, :-1]).float(), dim=-1)
+    return lprobs[0].gather(1, tgt[0, 1:, None]).sum().item()
+
+
+def uncached_greedy(model: Transformer, src: torch.Tensor, max_len: int) -> list[int]:
+    """Greedy decoding that re-reads the whole prefix at every step (no DecoderState)."""
+    out = [1]
+    with torch.no_grad():
+        for t in range(max_len + 1):
+            logits = model(src[None], torch.tensor([out]))[0, -1].float()
+            logits[:2] = float("-inf")  # never PAD or BOS
+            tok = EOS if t == max_len else int(logits.argmax())
+            if tok == EOS:
+                break
+            out.append(tok)
+    return out[1:]
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope"])
+def test_cached_greedy_equals_uncached(positional):
+    model = random_model(positional=positional, norm_position="pre")
+    src = random_src(6, 40)
+    hyps = greedy_search(model, src, max_len_a=1.0, max_len_b=4)
+    for row, h in zip(src, hyps, strict=True):
+        row = row[row.ne(0)]
+        assert h[0].tokens == uncached_greedy(model, row, len(row) + 4)
+        assert h[0].log_prob == pytest.approx(
+            teacher_forced_logprob(model, row, h[0].tokens), abs=1e-4
+        )
+
+
+def test_beam_size_one_equals_greedy():
+    model, src = random_model(), random_src(7, 40)
+    greedy = greedy_search(model, src, 1.0, 6, alpha=0.6)
+    beam = beam_search(model, src, beam_size=1, alpha=0.6, max_len_a=1.0, max_len_b=6)
+    for g, b in zip(greedy, beam, strict=True):
+        assert g[0].tokens == b[0].tokens
+        assert g[0].score == pytest.approx(b[0].score, abs=1e-5)
+
+
+def test_batched_beam_equals_one_sentence_at_a_time():
+    """Padding, pruning of finished sentences and cache reordering change nothing."""
+    model, src = random_model(seed=3), random_src(5, 40, seed=4)
+    batched = beam_search(model, src, beam_size=3, max_len_b=5, nbest=3)
+    for row, hyps in zip(src, batched, strict=True):
+        alone = beam_search(model, row[row.ne(0)][None], beam_size=3, max_len_b=5, nbest=3)[0]
+        assert [h.tokens for h in hyps] == [h.tokens for h in alone]
+        assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
+
+
+def test_beam_is_exact_when_wide_enough():
+    """With more beams than possible outputs, the n-best list is the exhaustive ranking."""
+    vocab, alpha = 6, 0.6  # generable tokens: EOS, UNK, 4, 5 (PAD and BOS never)
+    model, src = random_model(vocab, seed=5), torch.tensor([[4, 5, 4, EOS]])
+    hyps = beam_search(model, src, beam_size=16, alpha=alpha, max_len_a=0.0, max_len_b=2, nbest=13)[
+        0
+    ]
+    outputs = [list(p) for n in range(3) for p in itertools.product([3, 4, 5], repeat=n)]
+    ranked = sorted(
+        (
+            (teacher_forced_logprob(model, src[0], o) / length_penalty(len(o) + 1, alpha), o)
+            for o in outputs
+        ),
+        reverse=True,
+    )
+    assert [h.tokens for h in hyps] == [o for _, o in ranked]
+    assert [h.score for h in hyps] == pytest.approx([s for s, _ in ranked], abs=1e-4)
+
+
+def test_score_is_gnmt_normalised_and_lengths_are_bounded():
+    model, src = random_model(seed=7), random_src(6, 40, seed=8)
+    src_len = src.ne(0).sum(1).tolist()
+    for alpha in (0.0, 0.6, 1.0):
+        for hyps in (
+            greedy_search(model, src, 0.5, 3, alpha),
+            beam_search(model, src, 4, alpha, 0.5, 3),
+        ):
+            for n, h in zip(src_len, hyps, strict=True):
+                assert len(h[0].tokens) <= int(0.5 * n + 3)
+                lp = ((5 + len(h[0].tokens) + 1) / 6) ** alpha
+                assert h[0].score == pytest.approx(h[0].log_prob / lp, rel=1e-5)
+                assert EOS not in h[0].tokens and 0 not in h[0].tokens and 1 not in h[0].tokens
+
+
+def test_nbest_is_sorted_and_distinct():
+    model, src = random_model(seed=9), random_src(4, 40, seed=10)
+    for hyps in beam_search(model, src, beam_size=5, max_len_b=4, nbest=5):
+        assert len(hyps) == 5
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        assert len({tuple(h.tokens) for h in hyps}) == 5
+
+
+def test_search_dispatch_and_bad_settings():
+    model, src = random_model(), random_src(3, 40)
+    assert search(model, src, DecodeConfig(beam_size=1, max_len_b=4)) == greedy_search(
+        model, src, 1.0, 4
+    )
+    with pytest.raises(ValueError, match="nbest"):
+        beam_search(model, src, beam_size=2, nbest=3)
+    with pytest.raises(ValueError, match="beam_size"):
+        search(model, src, DecodeConfig(beam_size=0))
+
+
+def test_beam_finds_a_score_at_least_as_high_as_greedy(tmp_path_factory):
+    _, model, tokenizer = toy_run(tmp_path_factory.mktemp("toy"))
+    sources = [s for s, _ in toy_pairs(40, seed=123)]
+    src = pad_batch(encode_sources(tokenizer, sources), "cpu")
+    greedy = greedy_search(model, src, 1.0, 10, alpha=0.6)
+    beam = beam_search(model, src, beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=10)
+    for g, b in zip(greedy, beam, strict=True):
+        assert b[0].score >= g[0].score - 1e-5

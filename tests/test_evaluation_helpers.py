@@ -1,0 +1,120 @@
+"""Shared builders for the decoding and evaluation tests (no tests here): a toy word-by-word
+translation task, its tokenizer, a tiny model trained on it, and a run directory."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from t2.checkpoint import COMPLETE, save_weights
+from t2.config import Config, ModelConfig
+from t2.model.loss import smoothed_cross_entropy
+from t2.model.transformer import Transformer
+
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+SOURCE_WORDS = "eins zwei drei vier fünf sechs sieben acht neun zehn haus baum hund katze"
+TARGET_WORDS = "one two three four five six seven eight nine ten house tree dog cat"
+LEXICON = dict(zip(SOURCE_WORDS.split(" "), TARGET_WORDS.split(" "), strict=True))
+
+
+def toy_pairs(n: int, seed: int) -> list[tuple[str, str]]:
+    """Word-by-word translations of 2..7 random words."""
+    rng = random.Random(seed)
+    words = sorted(LEXICON)
+    pairs = []
+    for _ in range(n):
+        src = rng.choices(words, k=rng.randint(2, 7))
+        pairs.append((" ".join(src), " ".join(LEXICON[w] for w in src)))
+    return pairs
+
+
+def build_tokenizer(texts: list[str], out_dir: Path, vocab_size: int = 120):
+    """A BPE tokenizer with the fixed special ids (pad 0, bos 1, eos 2, unk 3)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(
+        texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+    )
+    fast.save_pretrained(str(out_dir))
+    return fast
+
+
+def tiny_config(vocab_size: int, **model) -> Config:
+    fields = dict(d_model=64, n_heads=4, d_ff=128, n_encoder_layers=2, n_decoder_layers=2)
+    fields.update(model)
+    return Config(model=ModelConfig(vocab_size=vocab_size, dropout=0.0, **fields))
+
+
+def train_toy(
+    model: Transformer, tokenizer, steps: int = 200, seed: int = 0, lr: float = 3e-3
+) -> Transformer:
+    """Fit the toy task with Adam and the project's loss (a few seconds on a CPU)."""
+    torch.manual_seed(seed)
+    pairs = toy_pairs(2000, seed)
+    src = [tokenizer.encode(s, add_special_tokens=False) + [2] for s, _ in pairs]
+    tgt = [[1] + tokenizer.encode(t, add_special_tokens=False) + [2] for _, t in pairs]
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is as fast and immune to contention
+    model.train()
+    rng = random.Random(seed)
+    try:
+        _fit(model, opt, src, tgt, steps, rng)
+    finally:
+        torch.set_num_threads(threads)
+    return model.eval()
+
+
+def _fit(model, opt, src, tgt, steps, rng) -> None:
+    for _ in range(steps):
+        idx = rng.sample(range(len(src)), 64)
+        s_batch, t_batch = _pad([src[i] for i in idx]), _pad([tgt[i] for i in idx])
+        logits = model(s_batch, t_batch[:, :-1])
+        loss, count = smoothed_cross_entropy(logits, t_batch[:, 1:], 0, 0.1)
+        opt.zero_grad()
+        (loss / count).backward()
+        opt.step()
+
+
+def _pad(rows: list[list[int]]) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence([torch.tensor(r) for r in rows], batch_first=True)
+
+
+def write_run(run: Path, model: Transformer, cfg: Config, tokenizer, steps=(100,)) -> Path:
+    """A run directory as the training loop writes it: tokenizer/ and complete checkpoints."""
+    tokenizer.save_pretrained(str(run / "tokenizer"))
+    (run / "config.yaml").write_text(cfg.to_yaml())
+    for step in steps:
+        ckpt = run / "checkpoints" / f"step-{step:07d}"
+        ckpt.mkdir(parents=True)
+        save_weights(model, ckpt)
+        (ckpt / "config.yaml").write_text(cfg.to_yaml())
+        (ckpt / COMPLETE).touch()
+    return run
+
+
+_CACHE: dict[str, object] = {}
+
+
+def toy_run(root: Path) -> tuple[Path, Transformer, PreTrainedTokenizerFast]:
+    """The trained toy model in a run directory, built once per test session."""
+    if "run" not in _CACHE:
+        texts = [t for pair in toy_pairs(500, 99) for t in pair]
+        tokenizer = build_tokenizer(texts, root / "tok")
+        cfg = tiny_config(len(tokenizer))
+        torch.manual_seed(0)
+        model = train_toy(Transformer(cfg.model), tokenizer)
+        _CACHE["run"] = (write_run(root / "run", model, cfg, tokenizer), model, tokenizer)
+    return _CACHE["run"]  # type: ignore[return-value]
