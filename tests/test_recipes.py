@@ -22,7 +22,8 @@ DRY_RUNS = ("base", "v2_rope_rmsnorm")
 
 @pytest.fixture(scope="module")
 def dry_runs():
-    """`train.py --recipe NAME --dry-run` for base and v2, run side by side (seconds each)."""
+    """`train.py --recipe NAME --dry-run` for base, v2 and an unknown recipe, run side by
+    side in fresh interpreters (a few seconds each)."""
     procs = {
         name: subprocess.Popen(
             [sys.executable, "train.py", "--recipe", name, "--dry-run"],
@@ -31,9 +32,10 @@ def dry_runs():
             stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
-        for name in DRY_RUNS
+        for name in (*DRY_RUNS, "no_such_recipe")
     }
-    return {name: (p.wait(timeout=120), *p.communicate()) for name, p in procs.items()}
+    outputs = {name: p.communicate(timeout=120) for name, p in procs.items()}
+    return {name: (procs[name].returncode, *outputs[name]) for name in procs}
 
 
 @pytest.mark.parametrize("name", DRY_RUNS)
@@ -45,6 +47,15 @@ def test_dry_run_counts_the_base_models_parameters(dry_runs, name):
     assert total, line  # a plain integer, so that scripts can read it
     assert 63_000_000 <= int(total.group(1)) <= 65_000_000
     assert f"# recipe: {name}" in out
+
+
+def test_unknown_recipe_exits_2_with_one_line_and_no_traceback(dry_runs):
+    code, out, err = dry_runs["no_such_recipe"]
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert (
+        err
+        == f"error: unknown recipe 'no_such_recipe'; valid recipes: {', '.join(recipe_names())}\n"
+    )
 
 
 def test_shipped_recipes_include_the_baseline_variants_and_quickstart():
