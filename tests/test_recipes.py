@@ -3,6 +3,7 @@ with one line listing the valid choices; `train.py --dry-run` counts the paper's
 
 from __future__ import annotations
 
+import os
 import re
 import runpy
 import subprocess
@@ -31,7 +32,8 @@ def dry_runs():
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+            env={**os.environ, "OMP_NUM_THREADS": "1"},  # three processes share 2 cores
+        )
         for name in (*DRY_RUNS, "no_such_recipe")
     }
     outputs = {name: p.communicate(timeout=120) for name, p in procs.items()}
