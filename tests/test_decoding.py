@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from test_evaluation_helpers import tiny_config, toy_pairs, toy_run
 
 from t2.config import DecodeConfig
+from t2.data import encode_source
 from t2.decoding import beam_search, greedy_search, length_penalty, search
-from t2.evaluation.evaluate import encode_sources, pad_batch
+from t2.evaluation.evaluate import pad_batch
 from t2.model.transformer import Transformer
 
 EOS = 2
@@ -142,7 +143,7 @@ def test_search_dispatch_and_bad_settings():
 def test_beam_finds_a_score_at_least_as_high_as_greedy(tmp_path_factory):
     _, model, tokenizer = toy_run(tmp_path_factory.mktemp("toy"))
     sources = [s for s, _ in toy_pairs(40, seed=123)]
-    src = pad_batch(encode_sources(tokenizer, sources), "cpu")
+    src = pad_batch(encode_source(tokenizer, sources, False), "cpu")
     greedy = greedy_search(model, src, 1.0, 10, alpha=0.6)
     beam = beam_search(model, src, beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=10)
     for g, b in zip(greedy, beam, strict=True):

@@ -7,15 +7,14 @@ import random
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from t2.checkpoint import COMPLETE, save_weights
 from t2.config import Config, ModelConfig
+from t2.data import train_tokenizer
 from t2.model.loss import smoothed_cross_entropy
 from t2.model.transformer import Transformer
 
-SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 SOURCE_WORDS = "eins zwei drei vier fünf sechs sieben acht neun zehn haus baum hund katze"
 TARGET_WORDS = "one two three four five six seven eight nine ten house tree dog cat"
 LEXICON = dict(zip(SOURCE_WORDS.split(" "), TARGET_WORDS.split(" "), strict=True))
@@ -33,22 +32,8 @@ def toy_pairs(n: int, seed: int) -> list[tuple[str, str]]:
 
 
 def build_tokenizer(texts: list[str], out_dir: Path, vocab_size: int = 120):
-    """A BPE tokenizer with the fixed special ids (pad 0, bos 1, eos 2, unk 3)."""
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(
-        texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        pad_token="<pad>",
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-    )
-    fast.save_pretrained(str(out_dir))
-    return fast
+    """The project's joint BPE (special ids pad 0, bos 1, eos 2, unk 3)."""
+    return train_tokenizer(texts, vocab_size, 1, False, out_dir)
 
 
 def tiny_config(vocab_size: int, **model) -> Config:

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import torch
+from rich.console import Console
+from rich.table import Table
 from transformers import PreTrainedTokenizerFast
 
-from t2.config import DecodeConfig
-from t2.decoding.search import BOS, EOS, PAD, Hypothesis, search
-from t2.errors import ConfigError, DataError
+from t2.checkpoint import load_model, resolve_checkpoint
+from t2.config import Config, DecodeConfig
+from t2.data import encode_source, load_tokenizer
+from t2.decoding.average import average_checkpoints
+from t2.decoding.search import PAD, Hypothesis, search
+from t2.errors import CheckpointError, ConfigError, DataError
+from t2.evaluation.scoring import load_testset, score_corpus
 from t2.model.transformer import Transformer
-
-
-def encode_sources(
-    tokenizer: PreTrainedTokenizerFast, sentences: Sequence[str], src_bos: bool = False
-) -> list[list[int]]:
-    """Source ids as in training: tokens + EOS, BOS first when the run used data.src_bos."""
-    ids = tokenizer(list(sentences), add_special_tokens=False)["input_ids"] if sentences else []
-    return [([BOS] if src_bos else []) + row + [EOS] for row in ids]
 
 
 def _check_lengths(
@@ -83,8 +86,9 @@ def translate(
     src_bos: bool = False,
 ) -> list[str]:
     """Detokenized best translation of each sentence, in input order; blank lines stay blank."""
+    model = getattr(model, "module", model)  # unwrap DistributedDataParallel
     keep = [i for i, s in enumerate(sentences) if s.strip()]
-    src_ids = encode_sources(tokenizer, [sentences[i] for i in keep], src_bos)
+    src_ids = encode_source(tokenizer, [sentences[i] for i in keep], src_bos) if keep else []
     was_training = model.training
     model.eval()
     try:
@@ -96,3 +100,160 @@ def translate(
     for i, text in zip(keep, texts, strict=True):
         out[i] = text.strip()
     return out
+
+
+@dataclass(frozen=True)
+class TestSet:
+    """Sources and one or more reference streams, with a short tag for output folders."""
+
+    tag: str
+    sources: list[str]
+    references: list[list[str]]
+    origin: str
+
+
+def read_lines(path: str | Path, what: str) -> list[str]:
+    """Lines of a UTF-8 text file (blank lines kept, so that files stay aligned)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{what} file {path} not found; pass an existing text file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{what} file {path} is not UTF-8 ({err.reason}); convert it") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line, it does not start a new one
+    if not lines:
+        raise DataError(f"{what} file {path} is empty; pass a file with one sentence a line")
+    return [line.rstrip("\r") for line in lines]
+
+
+def local_testset(src: str | Path, ref: str | Path) -> TestSet:
+    sources, references = read_lines(src, "source"), read_lines(ref, "reference")
+    if len(sources) != len(references):
+        raise DataError(
+            f"{src} has {len(sources)} lines but {ref} has {len(references)}; "
+            f"pass line-aligned source and reference files"
+        )
+    return TestSet(Path(src).stem, sources, [references], f"{src} -> {ref}")
+
+
+def recipe_testset(cfg: Config) -> TestSet:
+    """The run's own test split (data.test of its recipe)."""
+    from t2.data import load_pairs
+
+    pairs = load_pairs(cfg.data, "test", cfg.train.seed)
+    return TestSet("test", list(pairs["src"]), [list(pairs["tgt"])], f"data.test={cfg.data.test}")
+
+
+def choose_testset(
+    cfg: Config, src: str | None, ref: str | None, testset: str | None, langpair: str | None
+) -> TestSet:
+    """--src/--ref files, a sacreBLEU test set by name, or else the recipe's test split."""
+    if (src is None) != (ref is None):
+        raise DataError("pass --src FILE and --ref FILE together")
+    if src is not None and testset is not None:
+        raise DataError("pass either --src/--ref or --testset, not both")
+    if src is not None:
+        return local_testset(src, ref)
+    if testset is not None:
+        if not langpair:
+            raise DataError(f"--testset {testset} needs --langpair, e.g. --langpair de-en")
+        sources, references = load_testset(testset, langpair)
+        return TestSet(f"{testset}-{langpair}", sources, references, f"sacrebleu {testset}")
+    return recipe_testset(cfg)
+
+
+def load_checkpoint(
+    path: str | Path, average_last: int = 0, device: torch.device | str = "cpu"
+) -> tuple[Transformer, Config, PreTrainedTokenizerFast, Path]:
+    """Model, config, tokenizer and checkpoint folder of a run directory or a checkpoint;
+    with `average_last` N, the mean of the last N checkpoints."""
+    ckpt = average_checkpoints(path, average_last) if average_last else resolve_checkpoint(path)
+    model, cfg = load_model(ckpt, device)
+    folder = ckpt.parent.parent / "tokenizer"
+    if not folder.is_dir() and cfg.data.tokenizer:
+        folder = Path(cfg.data.tokenizer)
+    if not folder.is_dir():
+        raise CheckpointError(
+            f"no tokenizer/ folder in the run directory {ckpt.parent.parent}; "
+            f"pass a checkpoint inside a run directory written by train.py"
+        )
+    tokenizer = load_tokenizer(folder)
+    if len(tokenizer) != cfg.model.vocab_size:
+        raise CheckpointError(
+            f"tokenizer {folder} has {len(tokenizer)} tokens but checkpoint {ckpt} has a "
+            f"vocabulary of {cfg.model.vocab_size}; use the tokenizer of the same run"
+        )
+    return model, cfg, tokenizer, ckpt
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """What evaluate_model.py asks for; None keeps the run's own decode settings."""
+
+    checkpoint: str
+    src: str | None = None
+    ref: str | None = None
+    testset: str | None = None
+    langpair: str | None = None
+    beam: int | None = None
+    lenpen: float | None = None
+    batch_size: int | None = None
+    average_last: int = 0
+    out: str | None = None
+    show: int = 10
+    device: str = "cpu"
+
+
+def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
+    changes = {"beam_size": opts.beam, "lenpen": opts.lenpen, "batch_size": opts.batch_size}
+    return replace(base, nbest=1, **{k: v for k, v in changes.items() if v is not None})
+
+
+def evaluate(opts: EvalOptions) -> dict[str, Any]:
+    """Translate a test set, score it with sacreBLEU, write hyps.txt and scores.json."""
+    model, cfg, tokenizer, ckpt = load_checkpoint(opts.checkpoint, opts.average_last, opts.device)
+    data = choose_testset(cfg, opts.src, opts.ref, opts.testset, opts.langpair)
+    decode = decode_settings(cfg.decode, opts)
+    start = time.perf_counter()
+    hyps = translate(model, tokenizer, data.sources, decode, opts.device, cfg.data.src_bos)
+    seconds = time.perf_counter() - start
+    scores = score_corpus(hyps, data.references)
+    out = Path(opts.out) if opts.out else ckpt / f"eval-{data.tag}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "hyps.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    report = {
+        **scores.to_dict(),
+        "checkpoint": str(ckpt),
+        "testset": data.origin,
+        "n_sentences": len(hyps),
+        "seconds": round(seconds, 3),
+        "sentences_per_second": round(len(hyps) / max(seconds, 1e-9), 2),
+        "decode": asdict(decode),
+        "average_last": opts.average_last,
+        "device": str(opts.device),
+    }
+    (out / "scores.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print_report(report, data, hyps, opts.show, out)
+    return report
+
+
+def print_report(report: dict, data: TestSet, hyps: list[str], show: int, out: Path) -> None:
+    """The first `show` sources, references and hypotheses as a table, then both scores."""
+    console = Console()
+    if show > 0:
+        table = Table(title=f"first {min(show, len(hyps))} of {len(hyps)}: {data.origin}")
+        for column in ("source", "reference", "hypothesis"):
+            table.add_column(column, overflow="fold")
+        for row in zip(data.sources[:show], data.references[0][:show], hyps[:show], strict=False):
+            table.add_row(*row, end_section=False)
+        console.print(table)
+    console.print(report["bleu_detail"], markup=False)
+    console.print(f"BLEU {report['bleu_signature']}", markup=False)
+    console.print(f"chrF2 = {report['chrf']:.2f}", markup=False)
+    console.print(f"chrF {report['chrf_signature']}", markup=False)
+    speed = report["sentences_per_second"]
+    console.print(f"{report['n_sentences']} sentences in {report['seconds']} s ({speed}/s)")
+    console.print(f"wrote {out / 'hyps.txt'} and {out / 'scores.json'}", markup=False)

@@ -1,0 +1,76 @@
+"""Corpus BLEU (Papineni et al. 2002) and chrF (Popovic 2015) through sacreBLEU (Post 2018,
+arXiv:1804.08771), with its signatures, and sacreBLEU's named test sets."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sacrebleu.dataset import DATASETS
+from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.utils import SACREBLEU_DIR, get_reference_files, get_source_file
+
+from t2.errors import DataError
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Corpus scores with the signatures that make them reproducible."""
+
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+    bleu_detail: str  # sacreBLEU's line: n-gram precisions, brevity penalty, lengths
+
+    def to_dict(self) -> dict[str, float | str]:
+        return asdict(self)
+
+
+def score_corpus(hypotheses: list[str], references: list[list[str]]) -> Scores:
+    """BLEU and chrF of `hypotheses` against one or more reference streams (default settings:
+    13a tokenization, exponential smoothing, chrF with n-char 6 and beta 2)."""
+    for i, stream in enumerate(references):
+        if len(stream) != len(hypotheses):
+            raise DataError(
+                f"reference stream {i + 1} has {len(stream)} lines but there are "
+                f"{len(hypotheses)} hypotheses; pass aligned files"
+            )
+    bleu, chrf = BLEU(), CHRF()
+    b = bleu.corpus_score(hypotheses, references)
+    c = chrf.corpus_score(hypotheses, references)
+    return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()), str(b))
+
+
+def load_testset(
+    name: str, langpair: str, timeout: float = 20.0
+) -> tuple[list[str], list[list[str]]]:
+    """Sources and reference streams of a sacreBLEU test set, from its cache or downloaded."""
+    if name not in DATASETS:
+        raise DataError(f"unknown sacreBLEU test set {name!r}; `sacrebleu --list` names them")
+    pairs = DATASETS[name].langpairs
+    if langpair not in pairs:
+        raise DataError(
+            f"sacreBLEU test set {name} has no language pair {langpair!r}; "
+            f"valid: {', '.join(sorted(p for p in pairs if '-' in p))}"
+        )
+    old_timeout = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)
+    try:
+        src_file = get_source_file(name, langpair)
+        ref_files = get_reference_files(name, langpair)
+    except (OSError, SystemExit, Exception) as err:  # no network: URLError, timeouts, exit(1)
+        raise DataError(
+            f"sacreBLEU test set {name} {langpair} is not in sacreBLEU's cache ({SACREBLEU_DIR}, "
+            f"set by the SACREBLEU environment variable) and downloading it needs the internet "
+            f"({type(err).__name__}); pass local files with --src FILE --ref FILE instead"
+        ) from None
+    finally:
+        socket.setdefaulttimeout(old_timeout)
+    sources = _lines(Path(src_file))
+    return sources, [_lines(Path(f)) for f in ref_files]
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
