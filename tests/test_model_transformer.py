@@ -42,7 +42,7 @@ def test_every_combination_trains(tiny_model_config, positional, norm, ffn, plac
         assert torch.isfinite(p.grad).all(), name
 
 
-@pytest.mark.parametrize("kernel", ATTENTION.names())
+@pytest.mark.parametrize("kernel", [n for n in ATTENTION.names() if n != "sdpa"])
 def test_every_attention_kernel_gives_the_same_model_output(tiny_model_config, kernel):
     src, tgt = _tokens(2, 7), _tokens(2, 5, seed=1)
     src[0, 5:] = 0
