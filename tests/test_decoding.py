@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-from test_evaluation_helpers import tiny_config, toy_pairs, toy_run
+from test_evaluation_helpers import one_thread, tiny_config, toy_pairs, toy_run
 
 from t2.config import DecodeConfig
 from t2.data import encode_source
@@ -16,6 +16,12 @@ from t2.evaluation.evaluate import pad_batch
 from t2.model.transformer import Transformer
 
 EOS = 2
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    with one_thread():
+        yield
 
 
 def random_model(vocab: int = 40, seed: int = 0, **model) -> Transformer:

@@ -3,7 +3,9 @@ translation task, its tokenizer, a tiny model trained on it, and a run directory
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -42,6 +44,18 @@ def tiny_config(vocab_size: int, **model) -> Config:
     return Config(model=ModelConfig(vocab_size=vocab_size, dropout=0.0, **fields))
 
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest on one thread, and the test machine's cores are shared: with
+    several threads per process, OpenMP's spinning makes a 5 ms decode take a second."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def train_toy(
     model: Transformer, tokenizer, steps: int = 200, seed: int = 0, lr: float = 3e-3
 ) -> Transformer:
@@ -51,14 +65,9 @@ def train_toy(
     src = [tokenizer.encode(s, add_special_tokens=False) + [2] for s, _ in pairs]
     tgt = [[1] + tokenizer.encode(t, add_special_tokens=False) + [2] for _, t in pairs]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is as fast and immune to contention
     model.train()
-    rng = random.Random(seed)
-    try:
-        _fit(model, opt, src, tgt, steps, rng)
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread():
+        _fit(model, opt, src, tgt, steps, random.Random(seed))
     return model.eval()
 
 

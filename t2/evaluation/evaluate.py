@@ -88,7 +88,9 @@ def translate(
     """Detokenized best translation of each sentence, in input order; blank lines stay blank."""
     model = getattr(model, "module", model)  # unwrap DistributedDataParallel
     keep = [i for i, s in enumerate(sentences) if s.strip()]
-    src_ids = encode_source(tokenizer, [sentences[i] for i in keep], src_bos) if keep else []
+    if not keep:
+        return [""] * len(sentences)
+    src_ids = encode_source(tokenizer, [sentences[i] for i in keep], src_bos)
     was_training = model.training
     model.eval()
     try:
