@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from t2.data import encode_source, load_tokenizer
 from t2.decoding.average import average_checkpoints
 from t2.decoding.search import PAD, Hypothesis, search
 from t2.errors import CheckpointError, ConfigError, DataError
-from t2.evaluation.scoring import load_testset, score_corpus
+from t2.evaluation.scoring import TestSet, choose_testset, score_corpus
 from t2.model.transformer import Transformer
 
 
@@ -77,6 +78,34 @@ def decode_ids(
     return out
 
 
+def translate_nbest(
+    model: Transformer,
+    tokenizer: PreTrainedTokenizerFast,
+    sentences: Sequence[str],
+    decode_cfg: DecodeConfig,
+    device: torch.device | str | None = None,
+    src_bos: bool = False,
+) -> list[list[tuple[str, float]]]:
+    """(text, model score) n-best lists in input order; a blank line gets [("", 0.0)]."""
+    model = getattr(model, "module", model)  # unwrap DistributedDataParallel
+    keep = [i for i, s in enumerate(sentences) if s.strip()]
+    out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
+    if not keep:
+        return out
+    src_ids = encode_source(tokenizer, [sentences[i] for i in keep], src_bos)
+    was_training = model.training
+    model.eval()
+    try:
+        hyps = decode_ids(model, src_ids, decode_cfg, device, [i + 1 for i in keep])
+    finally:
+        model.train(was_training)
+    flat = [h for nbest in hyps for h in nbest]
+    texts = iter(tokenizer.batch_decode([h.tokens for h in flat], skip_special_tokens=True))
+    for i, nbest in zip(keep, hyps, strict=True):
+        out[i] = [(next(texts).strip(), h.score) for h in nbest]
+    return out
+
+
 def translate(
     model: Transformer,
     tokenizer: PreTrainedTokenizerFast,
@@ -85,86 +114,25 @@ def translate(
     device: torch.device | str | None = None,
     src_bos: bool = False,
 ) -> list[str]:
-    """Detokenized best translation of each sentence, in input order; blank lines stay blank."""
-    model = getattr(model, "module", model)  # unwrap DistributedDataParallel
-    keep = [i for i, s in enumerate(sentences) if s.strip()]
-    if not keep:
-        return [""] * len(sentences)
-    src_ids = encode_source(tokenizer, [sentences[i] for i in keep], src_bos)
-    was_training = model.training
-    model.eval()
-    try:
-        hyps = decode_ids(model, src_ids, decode_cfg, device, [i + 1 for i in keep])
-    finally:
-        model.train(was_training)
-    texts = tokenizer.batch_decode([h[0].tokens for h in hyps], skip_special_tokens=True)
-    out = [""] * len(sentences)
-    for i, text in zip(keep, texts, strict=True):
-        out[i] = text.strip()
-    return out
+    """Detokenized best translation of each sentence, in input order; blank lines stay blank.
+    Pass src_bos=cfg.data.src_bos for runs trained with BOS in front of the source."""
+    cfg = replace(decode_cfg, nbest=1)
+    nbest = translate_nbest(model, tokenizer, sentences, cfg, device, src_bos)
+    return [hyps[0][0] for hyps in nbest]
 
 
-@dataclass(frozen=True)
-class TestSet:
-    """Sources and one or more reference streams, with a short tag for output folders."""
-
-    tag: str
-    sources: list[str]
-    references: list[list[str]]
-    origin: str
-
-
-def read_lines(path: str | Path, what: str) -> list[str]:
-    """Lines of a UTF-8 text file (blank lines kept, so that files stay aligned)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{what} file {path} not found; pass an existing text file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise DataError(f"{what} file {path} is not UTF-8 ({err.reason}); convert it") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line, it does not start a new one
-    if not lines:
-        raise DataError(f"{what} file {path} is empty; pass a file with one sentence a line")
-    return [line.rstrip("\r") for line in lines]
-
-
-def local_testset(src: str | Path, ref: str | Path) -> TestSet:
-    sources, references = read_lines(src, "source"), read_lines(ref, "reference")
-    if len(sources) != len(references):
-        raise DataError(
-            f"{src} has {len(sources)} lines but {ref} has {len(references)}; "
-            f"pass line-aligned source and reference files"
-        )
-    return TestSet(Path(src).stem, sources, [references], f"{src} -> {ref}")
-
-
-def recipe_testset(cfg: Config) -> TestSet:
-    """The run's own test split (data.test of its recipe)."""
-    from t2.data import load_pairs
-
-    pairs = load_pairs(cfg.data, "test", cfg.train.seed)
-    return TestSet("test", list(pairs["src"]), [list(pairs["tgt"])], f"data.test={cfg.data.test}")
-
-
-def choose_testset(
-    cfg: Config, src: str | None, ref: str | None, testset: str | None, langpair: str | None
-) -> TestSet:
-    """--src/--ref files, a sacreBLEU test set by name, or else the recipe's test split."""
-    if (src is None) != (ref is None):
-        raise DataError("pass --src FILE and --ref FILE together")
-    if src is not None and testset is not None:
-        raise DataError("pass either --src/--ref or --testset, not both")
-    if src is not None:
-        return local_testset(src, ref)
-    if testset is not None:
-        if not langpair:
-            raise DataError(f"--testset {testset} needs --langpair, e.g. --langpair de-en")
-        sources, references = load_testset(testset, langpair)
-        return TestSet(f"{testset}-{langpair}", sources, references, f"sacrebleu {testset}")
-    return recipe_testset(cfg)
+def translate_stream(
+    model: Transformer,
+    tokenizer: PreTrainedTokenizerFast,
+    lines: Iterable[str],
+    decode_cfg: DecodeConfig,
+    device: torch.device | str | None = None,
+    src_bos: bool = False,
+) -> Iterator[list[list[tuple[str, float]]]]:
+    """n-best lists for each batch of `decode_cfg.batch_size` lines, as soon as it is done."""
+    it = iter(lines)
+    while chunk := list(itertools.islice(it, decode_cfg.batch_size)):
+        yield translate_nbest(model, tokenizer, chunk, decode_cfg, device, src_bos)
 
 
 def load_checkpoint(

@@ -1,5 +1,6 @@
 """Corpus BLEU (Papineni et al. 2002) and chrF (Popovic 2015) through sacreBLEU (Post 2018,
-arXiv:1804.08771), with its signatures, and sacreBLEU's named test sets."""
+arXiv:1804.08771) with its signatures, and the test sets they score: local files,
+sacreBLEU's named sets, or a recipe's own test split."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sacrebleu.dataset import DATASETS
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.utils import SACREBLEU_DIR, get_reference_files, get_source_file
 
+from t2.config import Config
 from t2.errors import DataError
 
 
@@ -74,3 +76,66 @@ def load_testset(
 
 def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+
+
+@dataclass(frozen=True)
+class TestSet:
+    """Sources and one or more reference streams, with a short tag for output folders."""
+
+    tag: str
+    sources: list[str]
+    references: list[list[str]]
+    origin: str
+
+
+def read_lines(path: str | Path, what: str) -> list[str]:
+    """Lines of a UTF-8 text file (blank lines kept, so that files stay aligned)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{what} file {path} not found; pass an existing text file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{what} file {path} is not UTF-8 ({err.reason}); convert it") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line, it does not start a new one
+    if not lines:
+        raise DataError(f"{what} file {path} is empty; pass a file with one sentence a line")
+    return [line.rstrip("\r") for line in lines]
+
+
+def local_testset(src: str | Path, ref: str | Path) -> TestSet:
+    sources, references = read_lines(src, "source"), read_lines(ref, "reference")
+    if len(sources) != len(references):
+        raise DataError(
+            f"{src} has {len(sources)} lines but {ref} has {len(references)}; "
+            f"pass line-aligned source and reference files"
+        )
+    return TestSet(Path(src).stem, sources, [references], f"{src} -> {ref}")
+
+
+def recipe_testset(cfg: Config) -> TestSet:
+    """The run's own test split (data.test of its recipe)."""
+    from t2.data import load_pairs
+
+    pairs = load_pairs(cfg.data, "test", cfg.train.seed)
+    return TestSet("test", list(pairs["src"]), [list(pairs["tgt"])], f"data.test={cfg.data.test}")
+
+
+def choose_testset(
+    cfg: Config, src: str | None, ref: str | None, testset: str | None, langpair: str | None
+) -> TestSet:
+    """--src/--ref files, a sacreBLEU test set by name, or else the recipe's test split."""
+    if (src is None) != (ref is None):
+        raise DataError("pass --src FILE and --ref FILE together")
+    if src is not None and testset is not None:
+        raise DataError("pass either --src/--ref or --testset, not both")
+    if src is not None:
+        return local_testset(src, ref)
+    if testset is not None:
+        if not langpair:
+            raise DataError(f"--testset {testset} needs --langpair, e.g. --langpair de-en")
+        sources, references = load_testset(testset, langpair)
+        return TestSet(f"{testset}-{langpair}", sources, references, f"sacrebleu {testset}")
+    return recipe_testset(cfg)

@@ -1,0 +1,61 @@
+"""evaluation/translate.py: stdin or a file in, one line out per line in, n-best format."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_evaluation_helpers import one_thread, toy_pairs, toy_run
+
+from t2.config import DecodeConfig
+from t2.evaluation import translate
+
+SCRIPT = Path(__file__).resolve().parent.parent / "evaluation" / "translate.py"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    with one_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    return toy_run(tmp_path_factory.mktemp("toy"))
+
+
+def run_script(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, str(SCRIPT), "--device", "cpu", *args]
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env)
+
+
+def test_stdin_lines_in_translations_out(toy, tmp_path):
+    run, model, tokenizer = toy
+    lines = [s for s, _ in toy_pairs(7, seed=11)]
+    lines.insert(3, "")
+    result = run_script("--checkpoint", str(run), "--beam", "2", "--batch-size", "3",
+                        stdin="\n".join(lines) + "\n")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = translate(model, tokenizer, lines, DecodeConfig(beam_size=2))
+    assert result.stdout.split("\n")[:-1] == expected
+    (tmp_path / "in.txt").write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")
+    files = ["--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out")]
+    nbest = run_script("--checkpoint", str(run), "--beam", "3", "--nbest", "2", *files)
+    assert nbest.returncode == 0, nbest.stderr
+    rows = [r.split(" ||| ") for r in (tmp_path / "out").read_text().splitlines()]
+    assert [int(r[0]) for r in rows] == [0, 0, 1, 1, 2, 2, 3]  # the blank line: one row
+    best = translate(model, tokenizer, lines[:1], DecodeConfig(beam_size=3))[0]
+    assert rows[0][1] == best and float(rows[0][2]) >= float(rows[1][2])
+
+
+def test_missing_input_and_bad_nbest_fail_in_one_line(toy, tmp_path):
+    run, _, _ = toy
+    result = run_script("--checkpoint", str(run), "--input", str(tmp_path / "missing.txt"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "missing.txt not found" in result.stderr
+    result = run_script("--checkpoint", str(run), "--beam", "2", "--nbest", "3")
+    assert result.returncode == 2 and "--nbest 3 needs --beam of at least 3" in result.stderr
