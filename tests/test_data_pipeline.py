@@ -1,0 +1,121 @@
+"""End to end: recipe -> pairs -> ids -> batches, with caches reused and real de-en data."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from t2.config import DataConfig
+from t2.data import (
+    BatchSampler,
+    encode_pairs,
+    encode_source,
+    load_pairs,
+    make_loader,
+    prepare_tokenizer,
+)
+from t2.recipes import load_config
+
+SHARED = Path(
+    os.environ.get("T2_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
+needs_shared = pytest.mark.skipif(
+    not (SHARED / "multi30k" / "train.de").is_file(),
+    reason=f"shared de-en data not found at {SHARED} (set T2_SHARED_DATA)",
+)
+
+
+def task_cfg(tmp_path: Path, **kw) -> DataConfig:
+    args = {"task_train_size": 400, "task_eval_size": 50, "vocab_size": 120}
+    return DataConfig(**{**args, "cache_dir": str(tmp_path / "cache"), **kw})
+
+
+def test_quickstart_data_section_runs_end_to_end(tmp_path: Path) -> None:
+    cfg = load_config("quickstart", ["data.task_train_size=300", "data.task_eval_size=40"]).data
+    cfg = replace(cfg, cache_dir=str(tmp_path))
+    tok = prepare_tokenizer(cfg, tmp_path / "run", seed=1)
+    train = encode_pairs(load_pairs(cfg, "train", 1), tok, cfg, "train")
+    valid = encode_pairs(load_pairs(cfg, "valid", 1), tok, cfg, "valid")
+    assert len(valid) == 40 and not set(valid["src"]) & set(train["src"])
+    sampler = BatchSampler(train["src_len"], train["tgt_len"], cfg.max_tokens, 0, 1, True)
+    batches = list(make_loader(train, sampler, tok.pad_token_id))
+    assert sum(b["src"].shape[0] for b in batches) == len(train)
+    first = batches[0]
+    assert (first["tgt_in"][:, 0] == tok.bos_token_id).all()
+    rows = (first["tgt_out"] == tok.eos_token_id).sum(1)
+    assert rows.tolist() == [1] * len(rows)  # one EOS per target row
+
+
+def test_ids_carry_bos_and_eos_as_specified(tmp_path: Path) -> None:
+    cfg = task_cfg(tmp_path, train="task:copy")
+    tok = prepare_tokenizer(cfg, None, seed=1)
+    plain = encode_pairs(load_pairs(cfg, "train", 1), tok, cfg, "train")
+    row = plain[0]
+    body = tok(row["src"], add_special_tokens=False)["input_ids"]
+    assert row["src_ids"] == [*body, 2] and row["tgt_ids"] == [1, *body, 2]  # copy: same text
+    bos_cfg = task_cfg(tmp_path, train="task:copy", src_bos=True)
+    with_bos = encode_pairs(load_pairs(bos_cfg, "train", 1), tok, bos_cfg, "train")
+    assert with_bos[0]["src_ids"] == [1, *body, 2] and with_bos[0]["tgt_ids"] == row["tgt_ids"]
+    assert encode_source(tok, [row["src"]], src_bos=False) == [row["src_ids"]]
+
+
+def test_second_run_reuses_cleaned_and_tokenized_data(tmp_path: Path, capsys) -> None:
+    cfg = task_cfg(tmp_path)
+    tok = prepare_tokenizer(cfg, None, seed=1)
+    first = encode_pairs(load_pairs(cfg, "valid", 1), tok, cfg, "valid")
+    capsys.readouterr()
+    pairs = load_pairs(cfg, "valid", 1)
+    assert "(cached in" in capsys.readouterr().out
+    second = encode_pairs(pairs, tok, cfg, "valid")
+    assert second.cache_files == first.cache_files  # datasets.map found its cache file
+    assert second["src_ids"] == first["src_ids"]
+    other = encode_pairs(pairs, tok, replace(cfg, src_bos=True), "valid")
+    assert other.cache_files != first.cache_files  # a different encoding is not confused
+
+
+def test_num_proc_gives_the_same_ids(tmp_path: Path) -> None:
+    cfg = task_cfg(tmp_path, train="task:polynomial")
+    tok = prepare_tokenizer(cfg, None, seed=1)
+    one = encode_pairs(load_pairs(cfg, "train", 1), tok, cfg, "train")
+    two_cfg = replace(cfg, num_proc=2, cache_dir=str(tmp_path / "c2"))
+    two = encode_pairs(load_pairs(two_cfg, "train", 1), tok, two_cfg, "train")
+    assert one["src_ids"] == two["src_ids"] and one["tgt_ids"] == two["tgt_ids"]
+
+
+def test_seeds_change_generated_data(tmp_path: Path) -> None:
+    cfg = task_cfg(tmp_path)
+    assert load_pairs(cfg, "train", 1)["src"] != load_pairs(cfg, "train", 2)["src"]
+
+
+@needs_shared
+def test_multi30k_files_round_trip_and_batch(tmp_path: Path) -> None:
+    prefix = SHARED / "multi30k"
+    cfg = DataConfig(train=f"files:{prefix}/train", valid=f"files:{prefix}/val", vocab_size=2000,
+                     max_train_pairs=2000, cache_dir=str(tmp_path))  # fmt: skip
+    tok = prepare_tokenizer(cfg, None, seed=1)
+    valid = load_pairs(cfg, "valid", 1)
+    assert len(valid) == 1014  # every validation pair is kept
+    first_de = (prefix / "val.de").read_text(encoding="utf-8").split("\n")[0]
+    assert valid[0]["src"] == " ".join(first_de.split())
+    for text in valid["src"][:200] + valid["tgt"][:200]:
+        assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+    train = encode_pairs(load_pairs(cfg, "train", 1), tok, cfg, "train")
+    assert 1900 < len(train) <= 2000
+    sampler = BatchSampler(train["src_len"], train["tgt_len"], 1024, 0, 1, True)
+    for batch in make_loader(train, sampler, 0):
+        assert (
+            batch["src"].shape[0] * max(batch["src"].shape[1], batch["tgt_in"].shape[1] + 1) <= 1024
+        )
+
+
+@needs_shared
+def test_newstest_en_de_direction(tmp_path: Path) -> None:
+    cfg = DataConfig(test=f"files:{SHARED}/newstest/newstest2013", src_lang="en", tgt_lang="de",
+                     cache_dir=str(tmp_path))  # fmt: skip
+    test = load_pairs(cfg, "test", 1)
+    assert len(test) == 3000
+    de = (SHARED / "newstest" / "newstest2013.de").read_text(encoding="utf-8").split("\n")
+    assert test[5]["tgt"] == " ".join(de[5].split())
