@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -113,7 +114,7 @@ def prepare_tokenizer(cfg: DataConfig, run_dir: Path | None, seed: int) -> PreTr
         print(f"tokenizer: reusing {Path(run_dir) / 'tokenizer'}", flush=True)
         return load_tokenizer(Path(run_dir) / "tokenizer")
     pairs = load_pairs(cfg, "train", seed)
-    texts = _both_sides(pairs)
+    texts = both_sides(pairs)
     print(f"tokenizer: training a joint BPE of {cfg.vocab_size} on {len(pairs)} pairs", flush=True)
     args = (cfg.vocab_size, cfg.min_frequency, cfg.split_digits)
     if run_dir is not None:
@@ -122,7 +123,8 @@ def prepare_tokenizer(cfg: DataConfig, run_dir: Path | None, seed: int) -> PreTr
         return train_tokenizer(texts, *args, Path(tmp) / "tokenizer")
 
 
-def _both_sides(pairs) -> Iterator[str]:  # noqa: ANN001  (a datasets.Dataset of src, tgt)
+def both_sides(pairs: datasets.Dataset) -> Iterator[str]:
+    """Source and target texts of each batch of pairs, for training a joint vocabulary."""
     for batch in pairs.select_columns(["src", "tgt"]).iter(batch_size=10000):
         yield from batch["src"]
         yield from batch["tgt"]
