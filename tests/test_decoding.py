@@ -154,3 +154,13 @@ def test_beam_finds_a_score_at_least_as_high_as_greedy(tmp_path_factory):
     beam = beam_search(model, src, beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=10)
     for g, b in zip(greedy, beam, strict=True):
         assert b[0].score >= g[0].score - 1e-5
+
+
+def test_a_model_that_never_ends_still_gets_max_length_hypotheses():
+    model, src = random_model(seed=11), random_src(4, 40, seed=12)
+    project = model.project
+    model.project = lambda h: project(h).index_fill(-1, torch.tensor([EOS]), float("-inf"))
+    for hyps in (greedy_search(model, src, 0.0, 6), beam_search(model, src, 3, 0.6, 0.0, 6, 3)):
+        for nbest in hyps:
+            assert nbest and all(len(h.tokens) == 6 and 0 not in h.tokens for h in nbest)
+            assert all(h.log_prob < -1e3 for h in nbest)  # the floored forced EOS

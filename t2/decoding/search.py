@@ -21,6 +21,7 @@ from t2.model.transformer import DecoderState, Transformer
 Tensor = torch.Tensor
 PAD, BOS, EOS = 0, 1, 2
 NEG_INF = float("-inf")
+EOS_FLOOR = -1e4  # log-probability of a forced EOS that the model gave none
 
 
 @dataclass
@@ -61,11 +62,16 @@ def _next_logprobs(
 
 def _force_eos(lprobs: Tensor, at_max: Tensor) -> Tensor:
     """Rows of `lprobs` (..., V) where `at_max` (a prefix of its shape) holds may only
-    produce EOS."""
+    produce EOS; its log-probability is floored at EOS_FLOOR so that a model that never
+    ends a sentence still yields a finite-scored hypothesis."""
     not_eos = torch.ones(lprobs.shape[-1], dtype=torch.bool, device=lprobs.device)
     not_eos[EOS] = False
     at_max = at_max.view(*at_max.shape, *([1] * (lprobs.dim() - at_max.dim())))
-    return lprobs.masked_fill(at_max & not_eos, NEG_INF)
+    forced = lprobs.masked_fill(at_max & not_eos, NEG_INF)
+    forced[..., EOS] = torch.where(
+        at_max[..., 0], forced[..., EOS].clamp(min=EOS_FLOOR), forced[..., EOS]
+    )
+    return forced
 
 
 def _hypotheses(tokens: list[list[int]], log_probs: list[float], alpha: float) -> list:
