@@ -8,11 +8,11 @@ Every rank builds the same list from the seed and takes every world_size-th batc
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 
 import datasets
 import numpy as np
 import torch
-from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader
 
 from t2.errors import DataError
@@ -123,13 +123,23 @@ def _greedy_bounds(sizes: list[int], max_tokens: int) -> list[int]:
 
 def collate(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded int64 tensors: src (B, S), tgt_in = tgt[:-1] and tgt_out = tgt[1:] (B, T)."""
-    src = [torch.tensor(e["src_ids"], dtype=torch.long) for e in examples]
-    tgt = [torch.tensor(e["tgt_ids"], dtype=torch.long) for e in examples]
+    src, _ = _pad([e["src_ids"] for e in examples], pad_id)
+    tgt, mask = _pad([e["tgt_ids"] for e in examples], pad_id)  # (B, T + 1)
+    tgt_in = np.where(mask[:, 1:], tgt[:, :-1], pad_id)  # each row's EOS is not an input
     return {
-        "src": pad_sequence(src, batch_first=True, padding_value=pad_id),  # (B, S)
-        "tgt_in": pad_sequence([t[:-1] for t in tgt], batch_first=True, padding_value=pad_id),
-        "tgt_out": pad_sequence([t[1:] for t in tgt], batch_first=True, padding_value=pad_id),
+        "src": torch.from_numpy(src),
+        "tgt_in": torch.from_numpy(tgt_in),
+        "tgt_out": torch.from_numpy(np.ascontiguousarray(tgt[:, 1:])),
     }
+
+
+def _pad(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows in one (B, longest) int64 array, filled in one vectorised step; and the mask."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    mask = np.arange(lengths.max()) < lengths[:, None]
+    out = np.full(mask.shape, pad_id, dtype=np.int64)
+    out[mask] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    return out, mask
 
 
 class _Collate:
