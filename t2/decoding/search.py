@@ -133,6 +133,19 @@ class _Finished:
         all_tokens = torch.cat([self.tokens, tokens], dim=1)  # (N, K + C, L)
         self.tokens = all_tokens.gather(1, idx[..., None].expand(-1, -1, all_tokens.shape[2]))
 
+    def add_ended(
+        self, top: Tensor, beam: Tensor, tok: Tensor, prefixes: Tensor, step: int, alpha: float
+    ) -> Tensor:
+        """Keep the candidates (N, 2K) that end with EOS among the K best (fairseq's rule),
+        scored with the length penalty; returns where candidates end."""
+        k = self.score.shape[1]
+        ends = tok.eq(EOS)
+        ended = ends & (torch.arange(2 * k, device=top.device) < k) & top.gt(NEG_INF)
+        normed = top / length_penalty(float(step + 1), alpha)
+        tokens = _ended_candidates(prefixes, beam, tok, self.tokens.shape[2])
+        self.merge(normed.masked_fill(~ended, NEG_INF), top, tokens)
+        return ends
+
     def select(self, index: Tensor) -> None:
         self.score, self.log_prob = self.score[index], self.log_prob[index]
         self.tokens = self.tokens[index]
@@ -157,6 +170,41 @@ def _reorder_self(state: DecoderState, index: Tensor) -> None:
         cache.reorder(index)
 
 
+def _top_candidates(scores: Tensor, lprobs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2k best extensions of each sentence's beams: scores, beam index and token, (N, 2k).
+    scores: (N, W) of W live beams; lprobs: (N, W, V). Missing candidates score -inf."""
+    n, width, vocab = lprobs.shape
+    total = (scores[..., None] + lprobs).view(n, width * vocab)
+    top, flat = total.topk(min(2 * k, width * vocab), dim=1)
+    if top.shape[1] < 2 * k:  # a vocabulary smaller than 2k: pad with impossible candidates
+        top = F.pad(top, (0, 2 * k - top.shape[1]), value=NEG_INF)
+        flat = F.pad(flat, (0, 2 * k - flat.shape[1]), value=0)
+    return top, flat // vocab, flat % vocab
+
+
+@dataclass
+class _Beams:
+    """The live part of a batched beam search: N sentences x K beams."""
+
+    sent: Tensor  # (N,) original index of each live sentence
+    scores: Tensor  # (N, W) summed log-probabilities of the live beams (W = 1 before step 1)
+    tokens: Tensor  # (N, W, t) generated prefixes
+    max_len: Tensor  # (N,)
+    memory: Tensor  # (N*W, S, D)
+    src_pad: Tensor  # (N*W, S)
+    fin: _Finished
+
+    def keep(self, keep: Tensor, rows: Tensor) -> None:
+        """Keep sentences `keep` (N',) whose beam rows in the cache are `rows` (N'*K,)."""
+        self.sent, self.scores, self.tokens = self.sent[keep], self.scores[keep], self.tokens[keep]
+        self.max_len, self.memory, self.src_pad = (
+            self.max_len[keep],
+            self.memory[rows],
+            self.src_pad[rows],
+        )
+        self.fin.select(keep)
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer,
@@ -173,58 +221,49 @@ def beam_search(
         raise ValueError(f"nbest={nbest} must be between 1 and beam_size={beam_size}")
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
     src_pad = src.eq(PAD)
-    memory = model.encode(src, src_pad)
-    memory = memory.repeat_interleave(K, dim=0)  # (B*K, S, D)
-    src_pad = src_pad.repeat_interleave(K, dim=0)
     max_len = max_lengths(model, src, max_len_a, max_len_b)
     steps = int(max_len.max()) + 1
-    fin = _Finished(
-        torch.full((B, K), NEG_INF, device=dev),
-        torch.zeros(B, K, device=dev),
-        torch.full((B, K, steps), PAD, dtype=torch.long, device=dev),
-    )
+    empty = torch.full((B, K), NEG_INF, device=dev)
+    fin = _Finished(empty, torch.zeros_like(empty), empty.new_full((B, K, steps), PAD).long())
+    # the first step runs on one row per sentence, then the cache is expanded to K beams
+    beams = _Beams(
+        torch.arange(B, device=dev), torch.zeros(B, 1, device=dev),
+        src.new_empty((B, 1, 0)), max_len, model.encode(src, src_pad), src_pad, fin,
+    )  # fmt: skip
     results: list[tuple[Tensor, _Finished]] = []
-    sent = torch.arange(B, device=dev)  # original sentence of each active sentence
-    scores = torch.full((B, K), NEG_INF, device=dev)
-    scores[:, 0] = 0.0  # all beams start identical: expand only the first
-    tokens = torch.empty((B, K, 0), dtype=torch.long, device=dev)
-    last = torch.full((B * K,), BOS, dtype=torch.long, device=dev)
+    last = torch.full((B,), BOS, dtype=torch.long, device=dev)
     state = model.new_state()
     for t in range(steps):
-        n = sent.shape[0]
-        lprobs = _next_logprobs(model, last, memory, src_pad, state).view(n, K, -1)
-        lprobs = _force_eos(lprobs, t >= max_len)
-        V = lprobs.shape[-1]  # noqa: N806
-        top, flat = (scores[..., None] + lprobs).view(n, K * V).topk(2 * K, dim=1)  # (N, 2K)
-        beam, top_tok = flat // V, flat % V
-        ends = top_tok.eq(EOS)
-        # ended candidates among the K best become finished hypotheses (fairseq's rule)
-        ended = ends & (torch.arange(2 * K, device=dev) < K) & top.gt(NEG_INF)
-        normed = top / length_penalty(float(t + 1), alpha)
-        cand_tokens = _ended_candidates(tokens, beam, top_tok, steps)
-        fin.merge(normed.masked_fill(~ended, NEG_INF), top, cand_tokens)
+        n, width = beams.scores.shape
+        lprobs = _next_logprobs(model, last, beams.memory, beams.src_pad, state)
+        lprobs = _force_eos(lprobs.view(n, width, -1), t >= beams.max_len)
+        top, beam, top_tok = _top_candidates(beams.scores, lprobs, K)
+        ends = fin.add_ended(top, beam, top_tok, beams.tokens, t, alpha)
         # the K best candidates that go on
-        scores, pick = top.masked_fill(ends, NEG_INF).topk(K, dim=1)  # (N, K)
+        beams.scores, pick = top.masked_fill(ends, NEG_INF).topk(K, dim=1)  # (N, K)
         beam, next_tok = beam.gather(1, pick), top_tok.gather(1, pick)
-        prefix = tokens.gather(1, beam[..., None].expand_as(tokens))  # (N, K, t)
-        tokens = torch.cat([prefix, next_tok[..., None]], dim=2)
-        rows = (torch.arange(n, device=dev)[:, None] * K + beam).view(-1)  # (N*K,)
+        prefix = beams.tokens.gather(1, beam[..., None].expand(-1, -1, t))  # (N, K, t)
+        beams.tokens = torch.cat([prefix, next_tok[..., None]], dim=2)
+        rows = (torch.arange(n, device=dev)[:, None] * width + beam).view(-1)  # (N*K,)
         last = next_tok.view(-1)
-        done = fin.score[:, K - 1].gt(NEG_INF) | (t >= max_len) | scores[:, 0].eq(NEG_INF)
-        if not bool(done.any()):  # the one host sync per step
+        if width == 1:  # expand to K beams: every cache, the memory and its mask
+            state.reorder(rows)
+            beams.memory, beams.src_pad = beams.memory[rows], beams.src_pad[rows]
+        else:
             _reorder_self(state, rows)
+        done = (
+            fin.score[:, K - 1].gt(NEG_INF) | (t >= beams.max_len) | beams.scores[:, 0].isneginf()
+        )
+        if not bool(done.any()):  # the one host sync per step
             continue
-        results.append((sent[done], _take(fin, done)))
+        results.append((beams.sent[done], _take(fin, done)))
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
         keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).view(-1)  # (N'*K,)
-        _reorder_self(state, rows.view(n, K)[keep].view(-1))
-        for cache in state.cross_caches:
-            cache.reorder(keep_rows)
-        memory, src_pad, last = memory[keep_rows], src_pad[keep_rows], last[keep_rows]
-        sent, scores, tokens, max_len = sent[keep], scores[keep], tokens[keep], max_len[keep]
-        fin.select(keep)
+        state.reorder(keep_rows)
+        beams.keep(keep, keep_rows)
+        last = last[keep_rows]
     return _collect(results, B, nbest, alpha)
 
 
