@@ -1,8 +1,13 @@
-"""Train a recipe: python train.py --recipe NAME [--set section.key=value ...] [--dry-run]."""
+"""Train a recipe: python train.py --recipe NAME [--set section.key=value ...] [--out DIR].
+
+Also runs under `torchrun --nproc-per-node N train.py ...` and `accelerate launch train.py ...`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 from t2.cli import run_main
 from t2.recipes import load_config, recipe_names
@@ -15,7 +20,16 @@ def parse_args() -> argparse.Namespace:
         "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
         help="override a config key, e.g. --set model.norm=rmsnorm (repeatable)",
     )  # fmt: skip
+    parser.add_argument("--out", type=Path, help="run directory (default: runs/RECIPE)")
+    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    parser.add_argument(
+        "--wandb", choices=["online", "offline", "disabled"], default="offline",
+        help="W&B logging mode (default offline: no account needed)",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="describe the model and stop")
+    parser.add_argument(
+        "--lr-find", action="store_true", help="learning-rate range test (Smith 2015) and stop"
+    )
     return parser.parse_args()
 
 
@@ -27,6 +41,20 @@ def main() -> None:
 
         print(describe(cfg, args.recipe))
         return
+    out = args.out or Path("runs") / Path(args.recipe).stem
+    if args.lr_find:
+        from t2.train.lr_find import lr_find
+
+        suggestion, plot = lr_find(cfg, out)
+        print(f"suggested learning rate: {suggestion:.3g} (plot: {plot})")
+        return
+    from t2.train import run_training
+
+    results = run_training(cfg, args.recipe, out, args.resume, args.wandb)
+    if results:
+        shown = {k: v for k, v in results.items() if "signature" not in k}
+        print(json.dumps(shown, indent=2))
+        print(f"results: {out / 'results.json'}")
 
 
 if __name__ == "__main__":

@@ -52,42 +52,41 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return found[-1]
 
 
+def unique_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each tied tensor once, under its first name (what is stored)."""
+    state, seen = {}, set()
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            state[name] = tensor
+    return state
+
+
 def save_weights(model: torch.nn.Module, ckpt: Path) -> None:
     """Weights as safetensors; tied matrices are stored once (safetensors forbids sharing)."""
-    state = {}
-    seen: dict[int, str] = {}
-    for name, tensor in model.state_dict(keep_vars=True).items():
-        if id(tensor) in seen:
-            continue
-        seen[id(tensor)] = name
-        state[name] = tensor.detach().contiguous().cpu()
+    state = {k: v.detach().contiguous().cpu() for k, v in unique_state(model).items()}
     save_file(state, str(ckpt / WEIGHTS))
 
 
-def load_weights(model: Transformer, ckpt: Path) -> None:
+def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
+    """Load safetensors weights; any difference of names or shapes is another architecture."""
     try:
         state = load_file(str(Path(ckpt) / WEIGHTS))
     except Exception as err:  # corrupt or truncated file
         raise CheckpointError(
             f"cannot read {ckpt / WEIGHTS} ({err}); use another checkpoint"
         ) from None
-    expected = model.state_dict()
-    for name, tensor in state.items():
-        if name not in expected or expected[name].shape != tensor.shape:
+    expected = unique_state(model)
+    for name in sorted(set(state) | set(expected)):
+        got, want = state.get(name), expected.get(name)
+        if got is None or want is None or got.shape != want.shape:
+            found = "absent" if got is None else tuple(got.shape)
+            wanted = "absent" if want is None else tuple(want.shape)
             raise CheckpointError(
-                f"checkpoint {ckpt} does not fit this architecture ({name}: "
-                f"{tuple(tensor.shape)}); load it with the config it was trained with"
+                f"checkpoint {ckpt} does not fit this model ({name}: {found} in the checkpoint, "
+                f"{wanted} in the model); load it with the config it was trained with"
             )
-    missing = [n for n in expected if n not in state and not _tied_alias(model, n, state)]
-    if missing:
-        raise CheckpointError(f"checkpoint {ckpt} lacks {missing[0]}; it is another architecture")
     model.load_state_dict(state, strict=False)
-
-
-def _tied_alias(model: torch.nn.Module, name: str, state: dict) -> bool:
-    """True if parameter `name` is the same tensor as one stored under another name."""
-    params = model.state_dict(keep_vars=True)
-    return any(params[other] is params[name] for other in state if other in params)
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Transformer, Config]:

@@ -173,6 +173,10 @@ class TrainConfig(Section):
     keep_last: int = 5
     valid_bleu_sentences: int = 200  # validation sentences translated greedily for BLEU
     max_nonfinite: int = 10  # consecutive non-finite losses before the run stops
+    best_metric: str = choice("bleu", "loss")  # which validation figure picks the best checkpoint
+    loader_workers: int = 1  # background processes that build training batches
+    lr_find_steps: int = 100  # --lr-find: steps of the exponential sweep
+    lr_find_range: tuple[float, float] = (1e-7, 1.0)  # --lr-find: first and last learning rate
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,8 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        out["train"]["betas"] = list(out["train"]["betas"])
+        for key in ("betas", "lr_find_range"):
+            out["train"][key] = list(out["train"][key])
         return out
 
     def to_yaml(self) -> str:

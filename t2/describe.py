@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from t2.config import Config
 from t2.model.summary import count_parameters, estimate_memory
 from t2.model.transformer import Transformer
@@ -12,7 +14,8 @@ def _gib(n: int) -> str:
 
 
 def describe(cfg: Config, recipe: str) -> str:
-    model = Transformer(cfg.model)
+    with torch.device("meta"):  # shapes only: no memory, no initialisation cost
+        model = Transformer(cfg.model)
     counts = count_parameters(model)
     tokens = cfg.data.max_tokens or cfg.data.batch_size * cfg.data.max_tokens_per_sentence
     mixed = cfg.train.mixed_precision != "no"

@@ -66,11 +66,6 @@ def test_loading_into_another_architecture_raises(tmp_path, tiny_model_config, c
         load_weights(Transformer(tiny_model_config(**change)), ckpt)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="t2/checkpoint.py: a decoder-tied checkpoint has src and tgt embeddings under "
-    "names an all-tied model also has, so both load into its one matrix without an error",
-)
 def test_loading_untied_embeddings_into_a_tied_model_raises(tmp_path, tiny_model_config):
     ckpt = _save(Transformer(tiny_model_config(tie_embeddings="decoder")), tmp_path)
     with pytest.raises(CheckpointError):

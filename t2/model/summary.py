@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from t2.config import ModelConfig
+from t2.registry import FFN
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:
@@ -51,7 +52,7 @@ def _attention_elems(cfg: ModelConfig, s_q: int, s_k: int, b: int) -> float:
 
 
 def _ffn_elems(cfg: ModelConfig, s: int, b: int) -> float:
-    gated = cfg.d_hidden != cfg.d_ff
+    gated = FFN.get(cfg.ffn).gated
     per_token = cfg.d_model * 1.5 + cfg.d_hidden * (4 if gated else 2)
     return per_token * s * b
 

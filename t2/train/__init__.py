@@ -1,0 +1,35 @@
+"""Training: `run_training` trains a recipe, evaluates its best checkpoint on the test split
+and writes RUN/results.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from t2.checkpoint import load_weights, resolve_checkpoint
+from t2.config import Config
+from t2.data import encode_pairs, load_pairs
+
+
+def run_training(
+    cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str
+) -> dict[str, Any]:
+    from t2.train.loop import _loader_for, train, write_results
+    from t2.train.validate import final_evaluation
+
+    run = train(cfg, recipe, run_dir, resume, wandb)
+    acc = run.accelerator
+    results: dict[str, Any] = {}
+    if acc.is_main_process:
+        model = acc.unwrap_model(run.model)
+        best = resolve_checkpoint(run.run_dir)
+        load_weights(model, best)
+        pairs = load_pairs(run.cfg.data, "test", run.cfg.train.seed)
+        encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")
+        loader = _loader_for(encoded, run)
+        results = {"recipe": recipe, "checkpoint": str(best), **final_evaluation(
+            model, run.tokenizer, pairs, loader, run.cfg.decode, acc.device)}  # fmt: skip
+        write_results(run.run_dir, results)
+    acc.wait_for_everyone()
+    acc.end_training()  # closes W&B and the process group
+    return results

@@ -1,0 +1,173 @@
+"""The training loop. Side work lives in helpers: step.py, validate.py, checkpointing.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from t2.config import Config
+from t2.errors import T2Error
+from t2.train.checkpointing import (
+    latest_checkpoint,
+    load_training_state,
+    mark_best,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)  # fmt: skip
+from t2.train.setup import Run, build_run
+from t2.train.step import StepStats, train_step
+from t2.train.tracking import MetricsLog, init_wandb
+from t2.train.validate import greedy_scores, teacher_forced
+
+
+class Batches:
+    """Endless micro-batches over epochs; counts what was consumed, so that a resumed run
+    continues exactly after the last batch used (background prefetch is not counted)."""
+
+    def __init__(self, run: Run, state: dict[str, int] | None) -> None:
+        self.run, self.epoch, self.position = run, 0, 0
+        if state:
+            run.sampler.load_state_dict(state)
+            self.epoch, self.position = state["epoch"], state["position"]
+        run.sampler.set_epoch(self.epoch) if not state else None
+        self.it = iter(run.loader)
+
+    def __next__(self) -> dict[str, torch.Tensor]:
+        try:
+            batch = next(self.it)
+        except StopIteration:
+            self.epoch, self.position = self.epoch + 1, 0
+            self.run.sampler.set_epoch(self.epoch)
+            self.it = iter(self.run.loader)
+            batch = next(self.it)
+        self.position += 1
+        return batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+
+def validate(run: Run, step: int) -> dict[str, Any]:
+    model = run.accelerator.unwrap_model(run.model)
+    device, cfg = run.accelerator.device, run.cfg
+    record = {"step": step, **{f"valid_{k}": v for k, v in teacher_forced(
+        model, run.valid_loader, run.tokenizer.pad_token_id, device).items()}}  # fmt: skip
+    n = cfg.train.valid_bleu_sentences
+    if n > 0:
+        pairs = run.valid_pairs.select(range(min(n, len(run.valid_pairs))))
+        scores = greedy_scores(model, run.tokenizer, pairs["src"], pairs["tgt"], cfg.decode, device)
+        record.update({f"valid_{k}": v for k, v in scores.items() if "signature" not in k})
+    model.train()
+    return record
+
+
+def is_better(record: dict[str, Any], best: list | None, metric: str) -> tuple[bool, list]:
+    """Higher is better: (BLEU, -loss), the loss breaking ties; or -loss alone."""
+    value = [-record["valid_loss"]]
+    if metric == "bleu" and "valid_bleu" in record:
+        value = [record["valid_bleu"], *value]
+    return best is None or value > best, value
+
+
+def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Run:
+    run = build_run(cfg, recipe, Path(run_dir), resume, wandb)
+    acc, cfg, model = run.accelerator, run.cfg, run.model
+    ckpt = latest_checkpoint(run.run_dir) if resume else None
+    state = load_training_state(ckpt, acc.unwrap_model(model)) if ckpt else {}
+    if state:
+        run.optimizer.load_state_dict(state["optimizer"])
+        run.scheduler.load_state_dict(state["scheduler"])
+    step, best = state.get("step", 0), state.get("best")
+    batches = Batches(run, state.get("data"))
+    if state:  # after the loader made its iterator, which draws from the RNG
+        set_rng_state(state["rng"])
+    log = MetricsLog(run.run_dir, step if ckpt else None) if acc.is_main_process else None
+    init_wandb(acc, cfg, recipe, run.run_dir, wandb) if acc.is_main_process else None
+    stats, pad, t0 = StepStats.zeros(acc.device), run.tokenizer.pad_token_id, time.perf_counter()
+    bar = tqdm(total=cfg.train.max_steps, initial=step, disable=not acc.is_main_process)
+    model.train()
+    while step < cfg.train.max_steps:
+        micro = [next(batches) for _ in range(cfg.train.accumulate)]
+        train_step(acc, model, run.optimizer, micro, pad, cfg.train.label_smoothing,
+                   cfg.train.clip_norm, stats)  # fmt: skip
+        run.scheduler.step()
+        step += 1
+        bar.update(1)
+        last = step == cfg.train.max_steps
+        if step % cfg.train.log_every == 0 or last:  # the only host sync of the loop
+            record = log_step(run, step, stats, time.perf_counter() - t0, bar)
+            stats, t0 = StepStats.zeros(acc.device), time.perf_counter()
+            acc.log(record, step=step)
+            if log:
+                log.write(record)
+            if record["bad_run"] >= cfg.train.max_nonfinite:
+                raise T2Error(
+                    f"{record['bad_run']} non-finite losses in a row at step {step}; the last "
+                    f"good checkpoint is intact: lower train.max_lr or set train.clip_norm"
+                )
+        if step % cfg.train.eval_every == 0 or step % cfg.train.save_every == 0 or last:
+            best = evaluate_and_save(run, step, best, batches, log, last)
+    bar.close()
+    return run
+
+
+def log_step(run: Run, step: int, stats: StepStats, seconds: float, bar: Any) -> dict[str, Any]:
+    acc = run.accelerator
+    loss, tokens = acc.reduce(stats.loss, "sum").item(), acc.reduce(stats.tokens, "sum").item()
+    record = {
+        "step": step,
+        "loss": loss / max(tokens, 1.0),
+        "lr": run.scheduler.get_last_lr()[0],
+        "tokens_per_s": tokens / max(seconds, 1e-9),
+        "skipped_steps": int(stats.skipped.item()),
+        "bad_run": int(stats.bad_run.item()),
+    }
+    left = (run.cfg.train.max_steps - step) / max(bar.format_dict.get("rate") or 1e-9, 1e-9)
+    bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
+                    tok_s=f"{record['tokens_per_s']:.0f}", left=f"{left / 60:.1f}m")  # fmt: skip
+    return record
+
+
+def evaluate_and_save(
+    run: Run, step: int, best: list | None, batches: Batches, log: MetricsLog | None, last: bool
+) -> list | None:
+    acc, cfg = run.accelerator, run.cfg
+    record, better = None, False
+    if acc.is_main_process and (step % cfg.train.eval_every == 0 or last):
+        record = validate(run, step)
+        better, value = is_better(record, best, cfg.train.best_metric)
+        best = value if better else best
+        acc.log(record, step=step)
+        if log:
+            log.write(record)
+    if step % cfg.train.save_every == 0 or last or better:
+        state = {
+            "step": step, "best": best,
+            "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
+            "rng": rng_state(), "data": batches.state_dict(),
+        }  # fmt: skip
+        if acc.is_main_process:
+            ckpt = save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), cfg, state,
+                                   cfg.train.keep_last)  # fmt: skip
+            if better:
+                mark_best(run.run_dir, ckpt)
+    acc.wait_for_everyone()
+    return best
+
+
+def _loader_for(ds: Any, run: Run) -> Any:
+    """An evaluation loader over an encoded split: fixed order, this process only."""
+    from t2.train.setup import _loader
+
+    return _loader(ds, run.cfg, run.tokenizer.pad_token_id, False, 0, 1)[1]
+
+
+def write_results(run_dir: Path, results: dict[str, Any]) -> None:
+    path = Path(run_dir) / "results.json"
+    path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,77 @@
+"""One optimizer step over `accumulate` micro-batches, with no host-device synchronisation.
+
+The loss is summed over tokens and divided by the number of target tokens of the whole
+step (all micro-batches of all processes), so N processes, or one process accumulating N
+micro-batches, compute the same update (fairseq's normalisation). A step whose gradient
+norm is not finite is skipped on the device by the fused optimiser's `found_inf` flag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+from accelerate import Accelerator
+
+from t2.model.loss import smoothed_cross_entropy
+
+Tensor = torch.Tensor
+
+
+@dataclass
+class StepStats:
+    """Device-side running sums, read (one synchronisation) only when logging."""
+
+    loss: Tensor
+    tokens: Tensor
+    skipped: Tensor
+    bad_run: Tensor  # consecutive non-finite steps
+
+    @classmethod
+    def zeros(cls, device: torch.device) -> StepStats:
+        z = lambda: torch.zeros((), device=device)  # noqa: E731
+        return cls(z(), z(), z(), z())
+
+
+def train_step(
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: list[dict[str, Tensor]],
+    pad_id: int,
+    smoothing: float,
+    clip_norm: float,
+    stats: StepStats,
+) -> None:
+    device = accelerator.device
+    # counted on the host tensors before they move: no device round trip
+    local_tokens = sum(int(b["tgt_out"].ne(pad_id).sum()) for b in micro_batches)
+    total = accelerator.reduce(torch.tensor(float(local_tokens), device=device), "sum")
+    scale = accelerator.num_processes / total.clamp(min=1.0)  # DDP averages gradients
+    step_loss = torch.zeros((), device=device)
+    for i, batch in enumerate(micro_batches):
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        last = i == len(micro_batches) - 1
+        sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
+        with sync:
+            logits = model(batch["src"], batch["tgt_in"])  # (B, T, V), autocast by Accelerate
+            loss, _ = smoothed_cross_entropy(logits, batch["tgt_out"], pad_id, smoothing)
+            accelerator.backward(loss * scale)
+        step_loss += loss.detach()
+    params = [p for p in model.parameters() if p.grad is not None]
+    if clip_norm > 0:
+        norm = accelerator.clip_grad_norm_(params, clip_norm)
+    else:
+        accelerator.unscale_gradients()
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+    bad = (~torch.isfinite(norm)).float()
+    if accelerator.mixed_precision != "fp16":  # fp16's GradScaler does its own skipping
+        raw = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
+        raw.found_inf = bad
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    stats.loss += torch.where(bad.bool(), 0.0, step_loss)  # skipped steps do not count
+    stats.tokens += (1.0 - bad) * local_tokens
+    stats.skipped += bad
+    stats.bad_run.mul_(bad).add_(bad)

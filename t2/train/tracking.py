@@ -1,0 +1,62 @@
+"""Where a run's numbers go: metrics.jsonl in the run directory and W&B (offline by default)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from accelerate import Accelerator
+
+from t2.config import Config
+
+
+class MetricsLog:
+    """One JSON object per logged step or evaluation, appended to RUN/metrics.jsonl."""
+
+    def __init__(self, run_dir: Path, resume_step: int | None) -> None:
+        self.path = Path(run_dir) / "metrics.jsonl"
+        if resume_step is not None and self.path.is_file():
+            # drop what was logged after the checkpoint, so the log matches an uninterrupted run
+            kept = [
+                line
+                for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= resume_step
+            ]
+            self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        elif self.path.exists():
+            self.path.unlink()
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def init_wandb(
+    accelerator: Accelerator, cfg: Config, recipe: str, run_dir: Path, mode: str
+) -> None:
+    """W&B through Accelerate's tracker: the recipe is the group, so runs of one recipe
+    group together and recipes compare side by side; offline needs no account."""
+    if mode == "disabled":
+        return
+    os.environ.setdefault("WANDB_SILENT", "true")
+    tags = [recipe, cfg.model.positional, cfg.model.norm, cfg.model.ffn, cfg.model.norm_position]
+    accelerator.init_trackers(
+        project_name=os.environ.get("WANDB_PROJECT", "t2"),
+        config={**cfg.to_dict(), "recipe": recipe},
+        init_kwargs={
+            "wandb": {
+                "mode": mode,
+                "group": recipe,
+                "tags": tags,
+                "name": Path(run_dir).name,
+                "dir": str(run_dir),
+            }
+        },
+    )

@@ -1,0 +1,117 @@
+"""Training runs as a user starts them: train.py under python and torchrun, resumed, bf16,
+W&B offline and the learning-rate finder. Tiny models, a few steps each."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from t2.checkpoint import list_checkpoints
+from t2.train.tracking import read_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = [
+    "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
+    "model.n_decoder_layers=1", "model.dropout=0.0", "data.vocab_size=64",
+    "data.task_train_size=400", "data.task_eval_size=16", "data.max_tokens=400",
+    "train.max_steps=6", "train.log_every=1", "train.eval_every=3", "train.save_every=3",
+    "train.valid_bleu_sentences=4", "train.loader_workers=0", "train.warmup_steps=4",
+    "decode.max_len_b=12",
+]  # fmt: skip
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def train(out: Path, *extra: str, launcher: list[str] | None = None, check: bool = True):
+    sets = [arg for kv in TINY for arg in ("--set", kv)]
+    cmd = [*(launcher or [sys.executable]), str(ROOT / "train.py"), "--recipe", "quickstart",
+           "--out", str(out), "--wandb", "disabled", *sets, *extra]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def final_weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(list_checkpoints(run)[-1] / "model.safetensors"))
+
+
+def losses(run: Path) -> list[tuple[int, float]]:
+    return [(r["step"], r["loss"]) for r in read_metrics(run) if "loss" in r]
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one_process_accumulating_two(tmp_path):
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                "--master-port", "29517"]  # fmt: skip
+    train(tmp_path / "ddp", launcher=launcher)
+    train(tmp_path / "acc", "--set", "train.accumulate=2")
+    ddp, acc = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "acc")
+    assert ddp.keys() == acc.keys()
+    for name in ddp:
+        torch.testing.assert_close(ddp[name], acc[name], rtol=1e-4, atol=1e-5, msg=name)
+    assert [s for s, _ in losses(tmp_path / "ddp")] == list(range(1, 7))
+
+
+@pytest.mark.slow
+def test_a_resumed_run_matches_an_uninterrupted_one(tmp_path):
+    workers = ("--set", "train.loader_workers=1")  # background prefetch must not skip data
+    train(tmp_path / "full", *workers)
+    train(tmp_path / "cut", *workers, "--set", "train.max_steps=3")
+    train(tmp_path / "cut", *workers, "--resume")
+    full, cut = final_weights(tmp_path / "full"), final_weights(tmp_path / "cut")
+    for name in full:
+        torch.testing.assert_close(cut[name], full[name], rtol=0, atol=1e-6, msg=name)
+    assert losses(tmp_path / "cut") == pytest.approx(losses(tmp_path / "full"), abs=1e-6)
+    results = json.loads((tmp_path / "cut" / "results.json").read_text())
+    assert {"bleu", "exact_match", "chrf", "test_loss"} <= results.keys()
+
+
+@pytest.mark.slow
+def test_resume_skips_a_checkpoint_cut_off_while_written(tmp_path):
+    train(tmp_path / "run", "--set", "train.max_steps=3")
+    ckpt = list_checkpoints(tmp_path / "run")[-1]
+    broken = ckpt.with_name("step-0000004")
+    broken.mkdir()  # looks like a later checkpoint, but its write never completed
+    (broken / "model.safetensors").write_bytes(b"truncated")
+    result = train(tmp_path / "run", "--resume", "--set", "train.max_steps=4")
+    assert [s for s, _ in losses(tmp_path / "run")] == [1, 2, 3, 4], result.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_bf16_on_cpu_with_wandb_offline(tmp_path):
+    out = tmp_path / "bf16"
+    sets = ["--set", "train.mixed_precision=bf16", "--set", "train.max_steps=3"]
+    result = train(out, *sets, "--wandb", "offline")
+    assert all(loss == loss for _, loss in losses(out)), result.stderr[-2000:]
+    runs = list((out / "wandb").glob("offline-run-*"))
+    assert runs and any(runs[0].glob("*.wandb")), list(out.rglob("*"))[:20]
+
+
+@pytest.mark.slow
+def test_lr_finder_writes_a_plot_and_a_finite_suggestion(tmp_path):
+    out = tmp_path / "lr"
+    result = train(out, "--lr-find", "--set", "train.lr_find_steps=30")
+    line = next(x for x in result.stdout.splitlines() if x.startswith("suggested learning rate"))
+    value = float(line.split(":")[1].split()[0])
+    assert 1e-7 <= value <= 1.0
+    assert (out / "lr_find.png").stat().st_size > 1000
+    record = json.loads((out / "lr_find.json").read_text())
+    assert len(record["losses"]) == 30
+
+
+def test_an_existing_run_is_not_overwritten_and_resume_needs_the_same_config(tmp_path):
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    result = train(out, check=False)
+    assert result.returncode == 2
+    assert "already holds a run" in result.stderr and "Traceback" not in result.stderr
+    (out / "config.yaml").write_text("model:\n  d_model: 64\n")
+    result = train(out, "--resume", check=False)
+    assert result.returncode == 2 and "another config" in result.stderr

@@ -1,0 +1,126 @@
+"""Training helpers: schedules, parameter groups, the non-finite skip and atomic checkpoints."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from accelerate import Accelerator
+
+from t2.config import Config, ModelConfig, TrainConfig
+from t2.model.transformer import Transformer
+from t2.train.checkpointing import latest_checkpoint, load_training_state, save_checkpoint
+from t2.train.lr_find import suggest
+from t2.train.optim import build_optimizer, build_scheduler, param_groups, peak_lr
+from t2.train.step import StepStats, train_step
+
+TINY = ModelConfig(
+    vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
+    dropout=0.0,
+)  # fmt: skip
+
+
+def lrs(cfg: TrainConfig, d_model: int, steps: int) -> list[float]:
+    model = torch.nn.Linear(2, 2)
+    opt = build_optimizer(model, cfg, d_model)
+    sched = build_scheduler(opt, cfg, d_model)
+    out = []
+    for _ in range(steps):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
+def test_inverse_sqrt_is_the_papers_formula():
+    cfg = TrainConfig(warmup_steps=40)
+    got = lrs(cfg, 512, 120)
+    for step, lr in enumerate(got, 1):
+        paper = 512**-0.5 * min(step**-0.5, step * 40**-1.5)
+        assert lr == pytest.approx(paper, rel=1e-9)
+
+
+def test_max_lr_scales_the_peak():
+    cfg = TrainConfig(warmup_steps=40, max_lr=1e-3)
+    got = lrs(cfg, 512, 100)
+    assert max(got) == pytest.approx(1e-3)
+    assert got.index(max(got)) == 39  # the peak is at the end of warm-up (step 40)
+    assert peak_lr(TrainConfig(warmup_steps=4000), 512) == pytest.approx(6.988e-4, rel=1e-3)
+
+
+def test_cosine_warms_up_and_decays_to_the_floor():
+    cfg = TrainConfig(schedule="cosine", warmup_steps=10, max_steps=50, max_lr=1e-3, min_lr=1e-5)
+    got = lrs(cfg, 512, 51)
+    assert got[0] == pytest.approx(1e-4)
+    assert got[9] == pytest.approx(1e-3)
+    assert got[50] == pytest.approx(1e-5)
+    assert all(a >= b for a, b in zip(got[9:], got[10:], strict=False))
+
+
+def test_weight_decay_excludes_norms_biases_and_embeddings():
+    model = Transformer(TINY)
+    decay, no_decay = param_groups(model, 0.01)
+    decayed = {id(p) for p in decay["params"]}
+    for name, p in model.named_parameters():
+        is_matrix = p.dim() == 2 and "embed" not in name and "positional" not in name
+        assert (id(p) in decayed) == is_matrix, name
+    assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == 0.01
+
+
+def _batch() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return {
+        "src": torch.randint(4, 40, (3, 5), generator=g),
+        "tgt_in": torch.randint(4, 40, (3, 4), generator=g),
+        "tgt_out": torch.randint(4, 40, (3, 4), generator=g),
+    }
+
+
+def test_a_non_finite_step_is_skipped_without_changing_weights():
+    torch.manual_seed(0)
+    acc = Accelerator(cpu=True)
+    model = Transformer(TINY)
+    opt = build_optimizer(model, TrainConfig(), TINY.d_model)
+    model, opt = acc.prepare(model, opt)
+    stats = StepStats.zeros(acc.device)
+    train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
+    assert stats.skipped.item() == 0 and stats.bad_run.item() == 0
+    with torch.no_grad():
+        model.encoder[0].ffn.w1.bias[0] = float("nan")  # poisons the loss
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    for _ in range(2):
+        train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
+    assert stats.skipped.item() == 2 and stats.bad_run.item() == 2
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]) or torch.isnan(v).any(), k
+    assert math.isfinite(stats.loss.item())  # skipped steps add nothing to the logged loss
+
+
+def test_a_checkpoint_cut_off_while_written_is_never_loaded(tmp_path):
+    model = Transformer(TINY)
+    cfg = Config(model=TINY)
+    first = save_checkpoint(tmp_path, 1, model, cfg, {"step": 1}, keep_last=3)
+    second = save_checkpoint(tmp_path, 2, model, cfg, {"step": 2}, keep_last=3)
+    assert latest_checkpoint(tmp_path) == second
+    (second / "COMPLETE").unlink()  # as if killed before the marker was written
+    (tmp_path / "checkpoints" / ".tmp-step-0000003").mkdir()  # killed before the rename
+    assert latest_checkpoint(tmp_path) == first
+    assert load_training_state(first, Transformer(TINY))["step"] == 1
+
+
+def test_keep_last_prunes_old_checkpoints(tmp_path):
+    model, cfg = Transformer(TINY), Config(model=TINY)
+    for step in range(1, 5):
+        save_checkpoint(tmp_path, step, model, cfg, {"step": step}, keep_last=2)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["step-0000003", "step-0000004"]
+
+
+def test_lr_suggestion_is_the_steepest_descent_before_divergence():
+    lrs_ = [10 ** (-6 + i * 0.1) for i in range(60)]
+    # flat, then falling fastest around 1e-3, then diverging
+    losses = [5 - 4 / (1 + math.exp(-(math.log10(lr) + 3) * 4)) for lr in lrs_[:45]]
+    losses += [losses[-1] * 3**k for k in range(1, 16)]
+    lr, _ = suggest(lrs_, losses)
+    assert 3e-4 < lr < 3e-3
