@@ -46,7 +46,7 @@ def clean_pairs(
     ds: datasets.Dataset, report: Report, dedup: bool, num_proc: int
 ) -> datasets.Dataset:
     """Normalised pairs without empty sides (and without repeats if dedup); counts in report."""
-    ds = ds.map(_normalise_batch, batched=True, num_proc=_procs(ds, num_proc), desc="normalise")
+    ds = ds.map(_normalise_batch, batched=True, num_proc=map_procs(ds, num_proc), desc="normalise")
     table = ds.with_format("arrow")[:]
     empty = np.asarray(pc.or_(_is_empty(table["src"]), _is_empty(table["tgt"])))
     keep = ~empty
@@ -75,6 +75,6 @@ def _is_empty(column) -> object:
     return pc.equal(pc.utf8_length(column), 0)
 
 
-def _procs(ds: datasets.Dataset, num_proc: int) -> int | None:
+def map_procs(ds: datasets.Dataset, num_proc: int) -> int | None:
     """datasets.map's num_proc: None for one process or data too small to split."""
     return num_proc if num_proc > 1 and len(ds) >= 10 * num_proc else None

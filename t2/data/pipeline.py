@@ -20,7 +20,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from t2.config import DataConfig
-from t2.data.clean import Report, _procs, clean_pairs, length_mask
+from t2.data.clean import Report, clean_pairs, length_mask, map_procs
 from t2.data.sources import SPLITS, parse_spec, read_source
 from t2.errors import ConfigError, DataError
 
@@ -141,7 +141,7 @@ def encode_pairs(
         _encode_batch,
         batched=True,
         batch_size=2000,
-        num_proc=_procs(ds, cfg.num_proc),
+        num_proc=map_procs(ds, cfg.num_proc),
         fn_kwargs={"tokenizer": tokenizer, "src_bos": cfg.src_bos},
         new_fingerprint=fingerprint,
         desc=f"encode {split}",
