@@ -6,6 +6,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import datasets
 import pytest
 
 from t2.config import DataConfig
@@ -119,3 +120,18 @@ def test_newstest_en_de_direction(tmp_path: Path) -> None:
     assert len(test) == 3000
     de = (SHARED / "newstest" / "newstest2013.de").read_text(encoding="utf-8").split("\n")
     assert test[5]["tgt"] == " ".join(de[5].split())
+
+
+def test_hf_local_dataset_through_load_pairs_is_cleaned_and_cached(tmp_path: Path, capsys) -> None:
+    rows = [{"de": " Grüße  aus Köln ", "en": "Greetings from Cologne"}, {"de": "", "en": "x"}]
+    features = datasets.Features({"translation": datasets.Translation(languages=["de", "en"])})
+    ds = datasets.Dataset.from_dict({"translation": rows}, features=features)
+    datasets.DatasetDict({"validation": ds}).save_to_disk(tmp_path / "local")
+    cfg = DataConfig(valid=f"hf:{tmp_path / 'local'}", cache_dir=str(tmp_path / "cache"))
+    pairs = load_pairs(cfg, "valid", 1)
+    assert list(zip(pairs["src"], pairs["tgt"], strict=True)) == [
+        ("Grüße aus Köln", "Greetings from Cologne")
+    ]
+    assert "2 pairs read; dropped 1 empty; kept 1" in capsys.readouterr().out
+    assert load_pairs(cfg, "valid", 1)["src"] == pairs["src"]
+    assert "(cached in" in capsys.readouterr().out
