@@ -164,3 +164,7 @@ def test_a_model_that_never_ends_still_gets_max_length_hypotheses():
         for nbest in hyps:
             assert nbest and all(len(h.tokens) == 6 and 0 not in h.tokens for h in nbest)
             assert all(h.log_prob < -1e3 for h in nbest)  # the floored forced EOS
+    lengths = torch.tensor([2, 5, 0, 3])  # per-sentence limits override max_len_a and b
+    greedy = greedy_search(model, src, lengths=lengths)
+    beam = beam_search(model, src, 2, lengths=lengths)
+    assert [len(h[0].tokens) for h in greedy] == [len(h[0].tokens) for h in beam] == [2, 5, 0, 3]

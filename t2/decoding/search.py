@@ -64,14 +64,10 @@ def _force_eos(lprobs: Tensor, at_max: Tensor) -> Tensor:
     """Rows of `lprobs` (..., V) where `at_max` (a prefix of its shape) holds may only
     produce EOS; its log-probability is floored at EOS_FLOOR so that a model that never
     ends a sentence still yields a finite-scored hypothesis."""
-    not_eos = torch.ones(lprobs.shape[-1], dtype=torch.bool, device=lprobs.device)
-    not_eos[EOS] = False
-    at_max = at_max.view(*at_max.shape, *([1] * (lprobs.dim() - at_max.dim())))
-    forced = lprobs.masked_fill(at_max & not_eos, NEG_INF)
-    forced[..., EOS] = torch.where(
-        at_max[..., 0], forced[..., EOS].clamp(min=EOS_FLOOR), forced[..., EOS]
-    )
-    return forced
+    at_max = at_max.view(*at_max.shape, *([1] * (lprobs.dim() - at_max.dim())))  # (..., 1)
+    is_eos = torch.arange(lprobs.shape[-1], device=lprobs.device).eq(EOS)
+    only_eos = torch.where(is_eos, lprobs.clamp(min=EOS_FLOOR), NEG_INF)
+    return torch.where(at_max, only_eos, lprobs)
 
 
 def _hypotheses(tokens: list[list[int]], log_probs: list[float], alpha: float) -> list:
@@ -84,14 +80,19 @@ def _hypotheses(tokens: list[list[int]], log_probs: list[float], alpha: float) -
 
 @torch.inference_mode()
 def greedy_search(
-    model: Transformer, src: Tensor, max_len_a: float = 1.0, max_len_b: int = 50, alpha: float = 0.6
+    model: Transformer,
+    src: Tensor,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    alpha: float = 0.6,
+    lengths: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """The most probable next token at every step; src (B, S) padded ids on the model's device.
-    `alpha` only scales the reported score, it does not change the search."""
+    `alpha` only scales the reported score; `lengths` (B,) overrides the maximum lengths."""
     B = src.shape[0]  # noqa: N806
     src_pad = src.eq(PAD)
     memory = model.encode(src, src_pad)
-    max_len = max_lengths(model, src, max_len_a, max_len_b)
+    max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
     steps = int(max_len.max()) + 1
     out = torch.full((B, steps), PAD, dtype=torch.long, device=src.device)
     log_prob = torch.zeros(B, device=src.device)
@@ -214,14 +215,16 @@ def beam_search(
     max_len_a: float = 1.0,
     max_len_b: int = 50,
     nbest: int = 1,
+    lengths: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Batched beam search (batch x beam rows in one cache) with the GNMT length penalty;
-    a sentence stops when `beam_size` hypotheses have ended. Returns the `nbest` best."""
+    a sentence stops when `beam_size` hypotheses have ended. Returns the `nbest` best.
+    `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest={nbest} must be between 1 and beam_size={beam_size}")
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
     src_pad = src.eq(PAD)
-    max_len = max_lengths(model, src, max_len_a, max_len_b)
+    max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
     steps = int(max_len.max()) + 1
     empty = torch.full((B, K), NEG_INF, device=dev)
     fin = _Finished(empty, torch.zeros_like(empty), empty.new_full((B, K, steps), PAD).long())
