@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import datasets
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 
@@ -71,7 +72,7 @@ def length_mask(
     return ~(too_long | off_ratio)
 
 
-def _is_empty(column) -> object:
+def _is_empty(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.equal(pc.utf8_length(column), 0)
 
 

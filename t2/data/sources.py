@@ -124,7 +124,7 @@ def _translation_columns(
             f"{', '.join(ds.column_names)}); use a dataset of {{lang: text}} pairs"
         )
     feature = ds.features["translation"]
-    langs = list(getattr(feature, "languages", None) or getattr(feature, "keys", list)())
+    langs = list(feature.languages if isinstance(feature, datasets.Translation) else feature)
     for lang in (src_lang, tgt_lang):
         if lang not in langs:
             raise DataError(
