@@ -1,0 +1,272 @@
+"""Decoding throughput and peak memory: t2's cached greedy and beam search against Hugging
+Face `generate()` on a MarianMTModel of the same size, vocabulary and maximum length.
+
+python benchmarks/bench_decode.py [--device cuda] [--sentences 200] [--lengths reference]
+
+Both models have random weights, so left alone their outputs would differ in length. To
+compare equal work, both are forced to emit exactly the same number of tokens for every
+sentence: EOS is suppressed (t2: -inf on the EOS logit; HF: a logits processor) until the
+sentence's length is reached, then forced. --lengths picks that length:
+- reference: the token count of the sentence's reference translation (newstest2013.en),
+  as a trained model would roughly produce; sentences of a batch end at different steps;
+- fixed: --max-len tokens for every sentence (no sentence ends early).
+t2 emits the tokens then EOS; HF the same (its processor forces EOS at that step). The
+sentences (real newstest2013 German) are batched identically for both, longest first.
+Prints figures and ratios; it is not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
+from t2.config import ModelConfig  # noqa: E402
+from t2.data import encode_source, train_tokenizer  # noqa: E402
+from t2.decoding.search import EOS, PAD, beam_search, greedy_search  # noqa: E402
+from t2.evaluation.evaluate import length_batches, pad_batch  # noqa: E402
+from t2.model.transformer import Transformer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("T2_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--sentences", type=int, default=200, help="first N lines of newstest2013.de")
+    p.add_argument("--lengths", choices=("reference", "fixed"), default="reference")
+    p.add_argument("--max-len", type=int, default=48, help="tokens per sentence (fixed)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--beams", default="1,4", help="comma-separated beam sizes")
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--n-heads", type=int, default=8)
+    p.add_argument("--d-ff", type=int, default=2048)
+    p.add_argument("--layers", type=int, default=6, help="encoder and decoder layers each")
+    p.add_argument("--vocab", type=int, default=8000, help="BPE trained on mixed/train")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for both")
+    p.add_argument("--repeats", type=int, default=2, help="timed runs per setting (best kept)")
+    return p.parse_args()
+
+
+def build_tokenizer(vocab: int):
+    lines = []
+    for lang in ("de", "en"):
+        with open(DATA / "mixed" / f"train.{lang}", encoding="utf-8") as f:
+            lines += [next(f).rstrip("\n") for _ in range(50000)]
+    folder = Path(tempfile.mkdtemp()) / "tokenizer"
+    return train_tokenizer(lines, vocab, 2, False, folder)
+
+
+def build_models(args: argparse.Namespace, vocab: int):
+    from transformers import MarianConfig, MarianMTModel
+
+    cfg = ModelConfig(
+        vocab_size=vocab, d_model=args.d_model, n_heads=args.n_heads, d_ff=args.d_ff,
+        n_encoder_layers=args.layers, n_decoder_layers=args.layers, dropout=0.0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    t2_model = Transformer(cfg).to(args.device).eval()
+    original_project = t2_model.project
+    t2_model.project = lambda h: original_project(h).index_fill(-1, _eos(h), float("-inf"))
+    hf_cfg = MarianConfig(
+        vocab_size=vocab, decoder_vocab_size=vocab, d_model=args.d_model,
+        encoder_layers=args.layers, decoder_layers=args.layers,
+        encoder_attention_heads=args.n_heads, decoder_attention_heads=args.n_heads,
+        encoder_ffn_dim=args.d_ff, decoder_ffn_dim=args.d_ff, activation_function="relu",
+        max_position_embeddings=1024, scale_embedding=True, dropout=0.0,
+        pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=1, forced_eos_token_id=None,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+    )  # fmt: skip
+    hf_model = MarianMTModel(hf_cfg).to(args.device).eval()
+    return t2_model, hf_model
+
+
+def _eos(h: torch.Tensor) -> torch.Tensor:
+    return torch.tensor([EOS], device=h.device)
+
+
+def run_t2(
+    model: Transformer, src_ids: list[list[int]], lengths: list[int], beam: int, args
+) -> int:
+    tokens = 0
+    for batch in length_batches([len(r) for r in src_ids], args.batch_size):
+        src = pad_batch([src_ids[i] for i in batch], args.device)
+        limit = torch.tensor([lengths[i] for i in batch], device=args.device)
+        if beam == 1:
+            hyps = greedy_search(model, src, alpha=0.6, lengths=limit)
+        else:
+            hyps = beam_search(model, src, beam, alpha=0.6, lengths=limit)
+        tokens += sum(len(h[0].tokens) + 1 for h in hyps)  # + the final EOS
+    return tokens
+
+
+class ForceLength(LogitsProcessor):
+    """EOS impossible before a row's length, certain at it (rows: sentence-major beams)."""
+
+    def __init__(self, lengths: torch.Tensor) -> None:
+        self.lengths = lengths
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        generated = input_ids.shape[1] - 1  # minus the decoder start token
+        scores[generated < self.lengths, EOS] = float("-inf")
+        at = generated == self.lengths
+        scores[at] = float("-inf")
+        scores[at, EOS] = 0.0
+        return scores
+
+
+@torch.inference_mode()
+def run_hf(model, src_ids: list[list[int]], lengths: list[int], beam: int, args) -> int:
+    tokens = 0
+    for batch in length_batches([len(r) for r in src_ids], args.batch_size):
+        src = pad_batch([src_ids[i] for i in batch], args.device)
+        limit = torch.tensor([lengths[i] for i in batch], device=args.device)
+        force = LogitsProcessorList([ForceLength(limit.repeat_interleave(beam))])
+        out = model.generate(
+            input_ids=src, attention_mask=src.ne(PAD), num_beams=beam, do_sample=False,
+            max_new_tokens=int(limit.max()) + 1, logits_processor=force, use_cache=True,
+            **({"length_penalty": 0.6, "early_stopping": True} if beam > 1 else {}),
+        )  # fmt: skip
+        before_eos = out[:, 1:].eq(EOS).cumsum(dim=1).eq(0)  # HF pads with EOS or PAD
+        tokens += int(before_eos.sum()) + out.shape[0]  # + each row's EOS
+    return tokens
+
+
+class PeakMemory:
+    """Peak CUDA memory allocated, or peak resident memory sampled every 5 ms on a CPU,
+    above what was in use when the measurement started."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+        self.process = psutil.Process()
+        self.peak = 0
+
+    def __enter__(self) -> PeakMemory:
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+        else:
+            self.base = self.peak = self.process.memory_info().rss
+            self.running = True
+            self.thread = threading.Thread(target=self._sample, daemon=True)
+            self.thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while self.running:
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            time.sleep(0.005)
+
+    def __exit__(self, *exc) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.peak = torch.cuda.max_memory_allocated()
+        else:
+            self.running = False
+            self.thread.join()
+
+    @property
+    def mib(self) -> float:
+        return (self.peak - self.base) / 2**20
+
+
+@dataclass
+class Timing:
+    """The best of the timed runs of one engine and setting."""
+
+    wall: float = float("inf")  # seconds
+    cpu: float = float("inf")  # process CPU seconds (all threads): less sensitive to load
+    tokens: int = 0
+    peak_mib: float = 0.0
+
+
+def timed(fn, model, work: tuple, beam: int, args, timing: Timing) -> None:
+    """One run of `fn`, folded into `timing` (best times, highest peak memory)."""
+    with PeakMemory(args.device) as peak:
+        wall, cpu = time.perf_counter(), time.process_time()
+        timing.tokens = fn(model, *work, beam, args)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    timing.wall, timing.cpu = min(timing.wall, wall), min(timing.cpu, cpu)
+    timing.peak_mib = max(timing.peak_mib, peak.mib)
+
+
+def compare(engines: dict, work: tuple, beam: int, args) -> dict[str, Timing]:
+    """Warm up each engine, then time them alternately --repeats times (t2, hf, t2, hf...)
+    so that a change in the machine's load affects both alike."""
+    kind = args.device.split(":")[0]
+    autocast = torch.autocast(kind, torch.bfloat16) if args.bf16 else nullcontext()
+    timings = {name: Timing() for name in engines}
+    with autocast:
+        for fn, model in engines.values():
+            fn(model, *(w[: max(args.batch_size // 4, 1)] for w in work), beam, args)
+        for _ in range(args.repeats):
+            for name, (fn, model) in engines.items():
+                timed(fn, model, work, beam, args, timings[name])
+    return timings
+
+
+def report(label: str, timings: dict[str, Timing], n_sentences: int) -> None:
+    for name, t in timings.items():
+        print(f"{label:8} {name:5} {t.wall:8.2f} {t.tokens / t.wall:9.1f} "
+              f"{n_sentences / t.wall:7.2f} {t.cpu:8.2f} {t.tokens / t.cpu:9.1f} "
+              f"{t.peak_mib:9.1f}", flush=True)  # fmt: skip
+    t2, hf = timings["t2"], timings["hf"]
+    print(f"{'':8} t2/hf throughput: {(t2.tokens / t2.wall) / (hf.tokens / hf.wall):.2f}x wall, "
+          f"{(t2.tokens / t2.cpu) / (hf.tokens / hf.cpu):.2f}x CPU time", flush=True)  # fmt: skip
+
+
+def target_lengths(args, tokenizer, src_ids: list[list[int]]) -> list[int]:
+    """Tokens each sentence must get: its reference's, within 1 .. source length + 50."""
+    if args.lengths == "fixed":
+        return [args.max_len] * len(src_ids)
+    refs = (DATA / "newstest" / "newstest2013.en").read_text(encoding="utf-8").split("\n")
+    ref_ids = tokenizer(refs[: len(src_ids)], add_special_tokens=False)["input_ids"]
+    return [min(max(len(r), 1), len(s) + 50) for r, s in zip(ref_ids, src_ids, strict=True)]
+
+
+def main() -> None:
+    args = parse_args()
+    src_file = DATA / "newstest" / "newstest2013.de"
+    if not src_file.is_file():
+        sys.exit(f"error: {src_file} not found; set T2_SHARED_DATA to the shared data folder")
+    torch.set_num_threads(args.threads)
+    tokenizer = build_tokenizer(args.vocab)
+    lines = src_file.read_text(encoding="utf-8").split("\n")[: args.sentences]
+    src_ids = encode_source(tokenizer, lines, False)
+    lengths = target_lengths(args, tokenizer, src_ids)
+    t2_model, hf_model = build_models(args, len(tokenizer))
+    cuda = args.device.startswith("cuda")
+    device = torch.cuda.get_device_name() if cuda else f"CPU, {args.threads} threads"
+    print(f"device: {device}; {'bf16 autocast' if args.bf16 else 'fp32'}; vocab {len(tokenizer)}; "
+          f"d_model {args.d_model}, {args.layers}+{args.layers} layers, d_ff {args.d_ff}; "
+          f"{len(lines)} sentences, avg {sum(map(len, src_ids)) / len(src_ids):.1f} source tokens; "
+          f"{sum(lengths) / len(lengths):.1f} target tokens + EOS each ({args.lengths} "
+          f"lengths); batch {args.batch_size}; "
+          f"best of {args.repeats}")  # fmt: skip
+    print(f"{'search':8} {'engine':5} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
+          f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}")  # fmt: skip
+    engines = {"t2": (run_t2, t2_model), "hf": (run_hf, hf_model)}
+    for beam in [int(b) for b in args.beams.split(",")]:
+        timings = compare(engines, (src_ids, lengths), beam, args)
+        report("greedy" if beam == 1 else f"beam {beam}", timings, len(src_ids))
+
+
+if __name__ == "__main__":
+    main()
