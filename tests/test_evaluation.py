@@ -243,3 +243,26 @@ def test_average_of_the_last_checkpoints(toy, tmp_path):
 def _mean_ffn(models: list[Transformer]) -> dict[str, torch.Tensor]:
     states = [m.decoder[0].ffn.state_dict() for m in models]
     return {k: sum(s[k] for s in states) / len(states) for k in states[0]}
+
+
+class _Boom:
+    """Unpickling this runs code: a safe loader must never do it."""
+
+    def __reduce__(self):
+        return (Path.touch, (Path(os.environ["T2_PICKLE_MARK"]),))
+
+
+def test_pickled_weights_are_never_unpickled(toy, tmp_path, monkeypatch):
+    _, model, tokenizer = toy
+    cfg = tiny_config(len(tokenizer))
+    run = write_run(tmp_path / "run", model, cfg, tokenizer, steps=(1, 2))
+    mark = tmp_path / "pickle-ran"
+    monkeypatch.setenv("T2_PICKLE_MARK", str(mark))
+    torch.save(
+        {"src_embed.weight": _Boom()}, run / "checkpoints" / "step-0000002" / "model.safetensors"
+    )
+    with pytest.raises(CheckpointError, match="cannot read"):
+        load_checkpoint(run)
+    with pytest.raises(CheckpointError, match="cannot read"):
+        average_checkpoints(run, 2)
+    assert not mark.exists()

@@ -40,12 +40,21 @@ def _model_config(ckpt: Path) -> Config:
     return Config.from_yaml(cfg_file.read_text(encoding="utf-8"))
 
 
+def _open_weights(ckpt: Path):  # noqa: ANN202  (a safetensors file handle)
+    try:
+        return safe_open(str(ckpt / WEIGHTS), framework="pt")
+    except Exception as err:  # not safetensors (e.g. a pickle), truncated or corrupt
+        raise CheckpointError(
+            f"cannot read {ckpt / WEIGHTS} ({err}); use another checkpoint"
+        ) from None
+
+
 def average_weights(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
     """Element-wise mean (accumulated in float64) of the checkpoints' safetensors weights."""
     total: dict[str, torch.Tensor] = {}
     dtypes: dict[str, torch.dtype] = {}
     for ckpt in checkpoints:
-        with safe_open(str(ckpt / WEIGHTS), framework="pt") as f:
+        with _open_weights(ckpt) as f:
             names = set(f.keys())
             if total and names != set(total):
                 raise CheckpointError(
