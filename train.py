@@ -9,17 +9,13 @@ import argparse
 import json
 from pathlib import Path
 
-from t2.cli import run_main
-from t2.recipes import load_config, recipe_names
+from t2.cli import add_recipe_arguments, run_main
+from t2.recipes import load_config
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--recipe", required=True, help=f"one of: {', '.join(recipe_names())}")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-        help="override a config key, e.g. --set model.norm=rmsnorm (repeatable)",
-    )  # fmt: skip
+    add_recipe_arguments(parser)
     parser.add_argument("--out", type=Path, help="run directory (default: runs/RECIPE)")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     parser.add_argument(

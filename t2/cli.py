@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 
@@ -19,3 +20,14 @@ def run_main(main: Callable[[], int | None]) -> None:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
     sys.exit(code or 0)
+
+
+def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    """--recipe NAME and repeatable --set section.key=value, shared by the entry scripts."""
+    from t2.recipes import recipe_names
+
+    parser.add_argument("--recipe", required=True, help=f"one of: {', '.join(recipe_names())}")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="override a config key, e.g. --set model.norm=rmsnorm (repeatable)",
+    )  # fmt: skip

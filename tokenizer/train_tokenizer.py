@@ -13,19 +13,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # t2 from a checkout, uninstalled
 
-from t2.cli import run_main
+from t2.cli import add_recipe_arguments, run_main
 from t2.data import load_pairs, load_tokenizer, train_tokenizer
 from t2.data.tokenizer import both_sides
-from t2.recipes import load_config, recipe_names
+from t2.recipes import load_config
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--recipe", required=True, help=f"one of: {', '.join(recipe_names())}")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-        help="override a config key, e.g. --set data.vocab_size=8000 (repeatable)",
-    )  # fmt: skip
+    add_recipe_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="folder to save the tokenizer in")
     parser.add_argument("--force", action="store_true", help="retrain even if --out holds one")
     return parser.parse_args()

@@ -26,7 +26,7 @@ from t2.train.optim import build_optimizer, build_scheduler
 
 def mixed_precision(choice: str) -> str:
     """`auto` is bf16 on a GPU that supports it and fp32 on the CPU, where bf16 autocast
-    measured ~1.5x slower per training step on a 2-core AVX512-bf16 Xeon (docs)."""
+    measured ~1.5x slower per training step on a 2-core AVX512-bf16 EPYC (README)."""
     if choice != "auto":
         return choice
     return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
