@@ -12,6 +12,7 @@ from test_evaluation_helpers import one_thread, tiny_config, toy_pairs, toy_run
 from t2.config import DecodeConfig
 from t2.data import encode_source
 from t2.decoding import beam_search, greedy_search, length_penalty, search
+from t2.errors import ConfigError
 from t2.evaluation.evaluate import pad_batch
 from t2.model.transformer import Transformer
 
@@ -140,9 +141,9 @@ def test_search_dispatch_and_bad_settings():
     assert search(model, src, DecodeConfig(beam_size=1, max_len_b=4)) == greedy_search(
         model, src, 1.0, 4
     )
-    with pytest.raises(ValueError, match="nbest"):
+    with pytest.raises(ConfigError, match="nbest"):
         beam_search(model, src, beam_size=2, nbest=3)
-    with pytest.raises(ValueError, match="beam_size"):
+    with pytest.raises(ConfigError, match="beam_size"):
         search(model, src, DecodeConfig(beam_size=0))
 
 

@@ -5,7 +5,9 @@ ended leaves the batch through `state.reorder`, so the work per step shrinks as 
 finish. Scores are log-probabilities divided by the GNMT length penalty of Wu et al. 2016
 (arXiv:1609.08144), lp(n) = ((5 + n) / 6)^alpha, where n counts the generated tokens
 including EOS. The maximum output length is max_len_a * source length + max_len_b tokens
-before EOS (the source length counts its non-padding tokens, EOS included).
+before EOS (the source length counts its non-padding tokens, EOS included). Searches run
+under no_grad, not inference_mode: a positional table grown while decoding a validation
+set must remain usable when training resumes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from t2.config import DecodeConfig
+from t2.errors import ConfigError
 from t2.model.transformer import DecoderState, Transformer
 
 Tensor = torch.Tensor
@@ -55,8 +58,7 @@ def _next_logprobs(
     """Log-probabilities (N, V) of the next token in fp32; PAD and BOS are never generated."""
     logits = model.decode(last[:, None], memory, src_pad, state)[:, -1]  # (N, V)
     lprobs = F.log_softmax(logits.float(), dim=-1)
-    lprobs[:, PAD] = NEG_INF
-    lprobs[:, BOS] = NEG_INF
+    lprobs[:, (PAD, BOS)] = NEG_INF
     return lprobs
 
 
@@ -78,7 +80,7 @@ def _hypotheses(tokens: list[list[int]], log_probs: list[float], alpha: float) -
     return out
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def greedy_search(
     model: Transformer,
     src: Tensor,
@@ -148,8 +150,11 @@ class _Finished:
         return ends
 
     def select(self, index: Tensor) -> None:
-        self.score, self.log_prob = self.score[index], self.log_prob[index]
-        self.tokens = self.tokens[index]
+        kept = self.take(index)
+        self.score, self.log_prob, self.tokens = kept.score, kept.log_prob, kept.tokens
+
+    def take(self, index: Tensor) -> _Finished:
+        return _Finished(self.score[index], self.log_prob[index], self.tokens[index])
 
 
 def _ended_candidates(tokens: Tensor, beam: Tensor, top_tok: Tensor, steps: int) -> Tensor:
@@ -206,7 +211,7 @@ class _Beams:
         self.fin.select(keep)
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def beam_search(
     model: Transformer,
     src: Tensor,
@@ -221,7 +226,7 @@ def beam_search(
     a sentence stops when `beam_size` hypotheses have ended. Returns the `nbest` best.
     `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
     if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest={nbest} must be between 1 and beam_size={beam_size}")
+        raise ConfigError(f"nbest={nbest} must be between 1 and beam_size={beam_size}")
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
     src_pad = src.eq(PAD)
     max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
@@ -259,7 +264,7 @@ def beam_search(
         )
         if not bool(done.any()):  # the one host sync per step
             continue
-        results.append((beams.sent[done], _take(fin, done)))
+        results.append((beams.sent[done], fin.take(done)))
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
@@ -268,10 +273,6 @@ def beam_search(
         beams.keep(keep, keep_rows)
         last = last[keep_rows]
     return _collect(results, B, nbest, alpha)
-
-
-def _take(fin: _Finished, mask: Tensor) -> _Finished:
-    return _Finished(fin.score[mask], fin.log_prob[mask], fin.tokens[mask])
 
 
 def _collect(results: list, batch: int, nbest: int, alpha: float) -> list[list[Hypothesis]]:
@@ -289,7 +290,7 @@ def _collect(results: list, batch: int, nbest: int, alpha: float) -> list[list[H
 def search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[list[Hypothesis]]:
     """Greedy when cfg.beam_size is 1, beam search otherwise."""
     if cfg.beam_size < 1:
-        raise ValueError(f"decode.beam_size must be at least 1, got {cfg.beam_size}")
+        raise ConfigError(f"decode.beam_size must be at least 1, got {cfg.beam_size}")
     if cfg.beam_size == 1:
         return greedy_search(model, src, cfg.max_len_a, cfg.max_len_b, cfg.lenpen)
     return beam_search(

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from rich.console import Console
 from rich.table import Table
+from torch.nn.utils.rnn import pad_sequence
 from transformers import PreTrainedTokenizerFast
 
 from t2.checkpoint import load_model, resolve_checkpoint
@@ -43,11 +44,8 @@ def _check_lengths(
 
 def pad_batch(rows: Sequence[list[int]], device: torch.device | str) -> torch.Tensor:
     """Right-padded (B, S) ids."""
-    width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), PAD, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return out.to(device)
+    tensors = [torch.tensor(r, dtype=torch.long) for r in rows]
+    return pad_sequence(tensors, batch_first=True, padding_value=PAD).to(device)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
@@ -68,6 +66,8 @@ def decode_ids(
     `lines` are the sources' line numbers for error messages (default 1, 2, ...)."""
     if cfg.batch_size < 1:
         raise ConfigError(f"decode.batch_size must be at least 1, got {cfg.batch_size}")
+    if not 1 <= cfg.nbest <= cfg.beam_size:
+        raise ConfigError(f"decode.nbest={cfg.nbest} must be between 1 and beam_size")
     _check_lengths(model, src_ids, lines)
     device = device if device is not None else next(model.parameters()).device
     out: list[list[Hypothesis]] = [[] for _ in src_ids]

@@ -89,7 +89,7 @@ class ConditionResult:
     position_accuracy: list[float]  # accuracy at target position 0, 1, 2, ...
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def teacher_forced(
     model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int
 ) -> tuple[float, float, list[float]]:
