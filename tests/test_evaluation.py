@@ -15,7 +15,14 @@ import pytest
 import torch
 from sacrebleu.dataset import DATASETS
 from safetensors.torch import load_file
-from test_evaluation_helpers import one_thread, tiny_config, toy_pairs, toy_run, write_run
+from test_evaluation_helpers import (
+    build_tokenizer,
+    one_thread,
+    tiny_config,
+    toy_pairs,
+    toy_run,
+    write_run,
+)
 
 from t2.config import Config, DataConfig, DecodeConfig
 from t2.decoding.average import average_checkpoints, average_weights, last_checkpoints
@@ -266,3 +273,32 @@ def test_pickled_weights_are_never_unpickled(toy, tmp_path, monkeypatch):
     with pytest.raises(CheckpointError, match="cannot read"):
         average_checkpoints(run, 2)
     assert not mark.exists()
+
+
+SHARED = Path(os.environ.get("T2_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+@pytest.mark.skipif(
+    not (SHARED / "newstest" / "newstest2013.de").is_file(),
+    reason="shared data (../shared/data or $T2_SHARED_DATA) is absent",
+)
+def test_real_newstest_lines_round_trip_and_score_like_the_cli(tmp_path):
+    """Real German and English (umlauts, quotes, numbers) through a tokenizer trained on
+    them and a random model: aligned output, and scores equal to sacreBLEU's CLI."""
+    src = (SHARED / "newstest" / "newstest2013.de").read_text(encoding="utf-8").split("\n")[:20]
+    ref = (SHARED / "newstest" / "newstest2013.en").read_text(encoding="utf-8").split("\n")[:20]
+    tokenizer = build_tokenizer(src + ref, tmp_path / "tok", vocab_size=400)
+    assert tokenizer.decode(tokenizer.encode(src[0], add_special_tokens=False)) == src[0]
+    cfg = tiny_config(len(tokenizer))
+    torch.manual_seed(0)
+    run = write_run(tmp_path / "run", Transformer(cfg.model), cfg, tokenizer)
+    (tmp_path / "s.de").write_text("\n".join(src) + "\n", encoding="utf-8")
+    (tmp_path / "r.en").write_text("\n".join(ref) + "\n", encoding="utf-8")
+    opts = EvalOptions(str(run), str(tmp_path / "s.de"), str(tmp_path / "r.en"), beam=2,
+                       out=str(tmp_path / "out"), show=0)  # fmt: skip
+    report = evaluate(opts)
+    hyps = (tmp_path / "out" / "hyps.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(hyps) == 20 and report["n_sentences"] == 20
+    cli = sacrebleu_cli(tmp_path / "r.en", tmp_path / "out" / "hyps.txt")
+    signatures = [report["bleu_signature"], report["chrf_signature"]]
+    assert_same_as_cli(report["bleu"], report["chrf"], signatures, cli)
