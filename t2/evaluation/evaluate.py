@@ -66,6 +66,8 @@ def decode_ids(
     `lines` are the sources' line numbers for error messages (default 1, 2, ...)."""
     if cfg.batch_size < 1:
         raise ConfigError(f"decode.batch_size must be at least 1, got {cfg.batch_size}")
+    if cfg.beam_size < 1:
+        raise ConfigError(f"decode.beam_size must be at least 1, got {cfg.beam_size}")
     if not 1 <= cfg.nbest <= cfg.beam_size:
         raise ConfigError(f"decode.nbest={cfg.nbest} must be between 1 and beam_size")
     _check_lengths(model, src_ids, lines)
