@@ -169,13 +169,6 @@ def _ended_candidates(tokens: Tensor, beam: Tensor, top_tok: Tensor, steps: int)
     return out
 
 
-def _reorder_self(state: DecoderState, index: Tensor) -> None:
-    """Reorder only the self-attention caches: beams of one sentence share the source, so
-    their cross-attention keys and values are equal and need no reordering."""
-    for cache in state.self_caches:
-        cache.reorder(index)
-
-
 def _top_candidates(scores: Tensor, lprobs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
     """The 2k best extensions of each sentence's beams: scores, beam index and token, (N, 2k).
     scores: (N, W) of W live beams; lprobs: (N, W, V). Missing candidates score -inf."""
@@ -199,6 +192,16 @@ class _Beams:
     memory: Tensor  # (N*W, S, D)
     src_pad: Tensor  # (N*W, S)
     fin: _Finished
+
+    def follow(self, state: DecoderState, rows: Tensor, expand: bool) -> None:
+        """Reorder the cache to the chosen beams; after the first step also expand the
+        cross-attention cache, the memory and its mask from one row per sentence to K."""
+        if expand:
+            state.reorder(rows)
+            self.memory, self.src_pad = self.memory[rows], self.src_pad[rows]
+            return
+        for cache in state.self_caches:  # a sentence's beams share its cross-attention K/V
+            cache.reorder(rows)
 
     def keep(self, keep: Tensor, rows: Tensor) -> None:
         """Keep sentences `keep` (N',) whose beam rows in the cache are `rows` (N'*K,)."""
@@ -254,11 +257,7 @@ def beam_search(
         beams.tokens = torch.cat([prefix, next_tok[..., None]], dim=2)
         rows = (torch.arange(n, device=dev)[:, None] * width + beam).view(-1)  # (N*K,)
         last = next_tok.view(-1)
-        if width == 1:  # expand to K beams: every cache, the memory and its mask
-            state.reorder(rows)
-            beams.memory, beams.src_pad = beams.memory[rows], beams.src_pad[rows]
-        else:
-            _reorder_self(state, rows)
+        beams.follow(state, rows, expand=width == 1)
         done = (
             fin.score[:, K - 1].gt(NEG_INF) | (t >= beams.max_len) | beams.scores[:, 0].isneginf()
         )
