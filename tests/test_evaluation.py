@@ -1,5 +1,5 @@
 """evaluate_model.py and its package: scores equal sacreBLEU's own command line, outputs,
-test-set routes, checkpoint averaging and the one-line errors."""
+test-set routes and the one-line errors."""
 
 from __future__ import annotations
 

@@ -159,7 +159,7 @@ class _Finished:
 
 def _ended_candidates(tokens: Tensor, beam: Tensor, top_tok: Tensor, steps: int) -> Tensor:
     """Token rows (N, C, L) of candidates that end now: their beam's prefix, EOS, padding.
-    tokens: (N, K, t) prefixes; beam, top_tok, top: (N, C)."""
+    tokens: (N, K, t) prefixes; beam, top_tok: (N, C)."""
     n, c = beam.shape
     t = tokens.shape[2]
     prefix = tokens.gather(1, beam[..., None].expand(-1, -1, t))  # (N, C, t)
@@ -206,11 +206,8 @@ class _Beams:
     def keep(self, keep: Tensor, rows: Tensor) -> None:
         """Keep sentences `keep` (N',) whose beam rows in the cache are `rows` (N'*K,)."""
         self.sent, self.scores, self.tokens = self.sent[keep], self.scores[keep], self.tokens[keep]
-        self.max_len, self.memory, self.src_pad = (
-            self.max_len[keep],
-            self.memory[rows],
-            self.src_pad[rows],
-        )
+        self.max_len, self.memory = self.max_len[keep], self.memory[rows]
+        self.src_pad = self.src_pad[rows]
         self.fin.select(keep)
 
 
