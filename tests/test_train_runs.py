@@ -48,8 +48,8 @@ def losses(run: Path) -> list[tuple[int, float]]:
 
 @pytest.mark.slow
 def test_two_processes_equal_one_process_accumulating_two(tmp_path):
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                "--master-port", "29517"]  # fmt: skip
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", "2"]  # fmt: skip
     train(tmp_path / "ddp", launcher=launcher)
     train(tmp_path / "acc", "--set", "train.accumulate=2")
     ddp, acc = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "acc")

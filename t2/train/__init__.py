@@ -27,8 +27,10 @@ def run_training(
         pairs = load_pairs(run.cfg.data, "test", run.cfg.train.seed)
         encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")
         loader = _loader_for(encoded, run)
-        results = {"recipe": recipe, "checkpoint": str(best), **final_evaluation(
-            model, run.tokenizer, pairs, loader, run.cfg.decode, acc.device)}  # fmt: skip
+        scores = final_evaluation(
+            model, run.tokenizer, pairs, loader, run.cfg.decode, acc.device, run.cfg.data.src_bos
+        )
+        results = {"recipe": recipe, "checkpoint": str(best), **scores}
         write_results(run.run_dir, results)
     acc.wait_for_everyone()
     acc.end_training()  # closes W&B and the process group

@@ -61,8 +61,10 @@ def validate(run: Run, step: int) -> dict[str, Any]:
     n = cfg.train.valid_bleu_sentences
     if n > 0:
         pairs = run.valid_pairs.select(range(min(n, len(run.valid_pairs))))
-        scores = greedy_scores(model, run.tokenizer, pairs["src"], pairs["tgt"], cfg.decode, device)
-        record.update({f"valid_{k}": v for k, v in scores.items() if "signature" not in k})
+        scores = greedy_scores(
+            model, run.tokenizer, pairs["src"], pairs["tgt"], cfg.decode, device, cfg.data.src_bos
+        )
+        record.update({f"valid_{k}": scores[k] for k in ("bleu", "chrf", "exact_match")})
     model.train()
     return record
 

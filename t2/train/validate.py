@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import sacrebleu
 import torch
 
 from t2.config import DecodeConfig
@@ -38,38 +37,34 @@ def teacher_forced(
 
 def greedy_scores(
     model: torch.nn.Module, tokenizer: Any, sources: list[str], references: list[str],
-    decode: DecodeConfig, device: torch.device,
+    decode: DecodeConfig, device: torch.device, src_bos: bool,
 ) -> dict[str, Any]:  # fmt: skip
     """BLEU, chrF and exact match of greedy translations of `sources`."""
     from t2.evaluation.evaluate import translate
 
-    hyps = translate(model, tokenizer, sources, replace(decode, beam_size=1), device)
+    hyps = translate(model, tokenizer, sources, replace(decode, beam_size=1), device, src_bos)
     return score_translations(hyps, references)
 
 
 def score_translations(hyps: list[str], references: list[str]) -> dict[str, Any]:
-    bleu = sacrebleu.metrics.BLEU()
-    chrf = sacrebleu.metrics.CHRF()
+    """sacreBLEU's BLEU and chrF with signatures, and the share of exact matches."""
+    from t2.evaluation.scoring import score_corpus
+
+    scores = score_corpus(hyps, [references]).to_dict()
     exact = sum(h.strip() == r.strip() for h, r in zip(hyps, references, strict=True))
-    return {
-        "bleu": bleu.corpus_score(hyps, [references]).score,
-        "chrf": chrf.corpus_score(hyps, [references]).score,
-        "exact_match": exact / max(len(references), 1),
-        "bleu_signature": str(bleu.get_signature()),
-        "chrf_signature": str(chrf.get_signature()),
-    }
+    return {**scores, "exact_match": exact / max(len(references), 1)}
 
 
 def final_evaluation(
     model: torch.nn.Module, tokenizer: Any, pairs: Any, loader: Any, decode: DecodeConfig,
-    device: torch.device,
+    device: torch.device, src_bos: bool,
 ) -> dict[str, Any]:  # fmt: skip
     """The test split: teacher-forced figures and the scores of `decode`'s search."""
     from t2.evaluation.evaluate import translate
 
     results = {f"test_{k}": v for k, v in teacher_forced(model, loader, tokenizer.pad_token_id,
                                                           device).items()}  # fmt: skip
-    hyps = translate(model, tokenizer, list(pairs["src"]), decode, device)
+    hyps = translate(model, tokenizer, list(pairs["src"]), decode, device, src_bos)
     results.update(score_translations(hyps, list(pairs["tgt"])))
     results.update({"n_sentences": len(hyps), "beam_size": decode.beam_size})
     return results
