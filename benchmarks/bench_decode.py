@@ -80,8 +80,8 @@ def build_models(args: argparse.Namespace, vocab: int):
     )  # fmt: skip
     torch.manual_seed(0)
     t2_model = Transformer(cfg).to(args.device).eval()
-    original_project = t2_model.project
-    t2_model.project = lambda h: original_project(h).index_fill(-1, _eos(h), float("-inf"))
+    original_project, eos = t2_model.project, torch.tensor([EOS], device=args.device)
+    t2_model.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
     hf_cfg = MarianConfig(
         vocab_size=vocab, decoder_vocab_size=vocab, d_model=args.d_model,
         encoder_layers=args.layers, decoder_layers=args.layers,
@@ -93,10 +93,6 @@ def build_models(args: argparse.Namespace, vocab: int):
     )  # fmt: skip
     hf_model = MarianMTModel(hf_cfg).to(args.device).eval()
     return t2_model, hf_model
-
-
-def _eos(h: torch.Tensor) -> torch.Tensor:
-    return torch.tensor([EOS], device=h.device)
 
 
 def run_t2(
