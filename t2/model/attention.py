@@ -103,9 +103,17 @@ class KVCache:
         return self.k[..., :new, :], self.v[..., :new, :]
 
     def reorder(self, index: Tensor) -> None:
-        if self.k is not None:
-            self.k = self.k.index_select(0, index)
-            self.v = self.v.index_select(0, index)
+        """Keep batch rows `index`; only the filled part of the buffers is copied."""
+        if self.k is None:
+            return
+        n = self.length
+        k, v = (
+            self.k.new_empty((len(index), *self.k.shape[1:])),
+            self.v.new_empty((len(index), *self.v.shape[1:])),
+        )
+        k[..., :n, :] = self.k[..., :n, :].index_select(0, index)
+        v[..., :n, :] = self.v[..., :n, :].index_select(0, index)
+        self.k, self.v = k, v
 
 
 class _Attention(nn.Module):
