@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,9 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
     log = MetricsLog(run.run_dir, step if ckpt else None) if acc.is_main_process else None
     init_wandb(acc, cfg, recipe, run.run_dir, wandb) if acc.is_main_process else None
     stats, pad, t0 = StepStats.zeros(acc.device), run.tokenizer.pad_token_id, time.perf_counter()
-    bar = tqdm(total=cfg.train.max_steps, initial=step, disable=not acc.is_main_process)
+    # a bar on a terminal; in a log file (not a TTY) one line per logged step instead
+    bar = tqdm(total=cfg.train.max_steps, initial=step,
+               disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
     model.train()
     while step < cfg.train.max_steps:
         micro = [next(batches) for _ in range(cfg.train.accumulate)]
@@ -131,8 +134,15 @@ def log_step(run: Run, step: int, stats: StepStats, seconds: float, bar: Any) ->
         "bad_run": int(stats.bad_run.item()),
     }
     left = (run.cfg.train.max_steps - step) / max(bar.format_dict.get("rate") or 1e-9, 1e-9)
-    bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
-                    tok_s=f"{record['tokens_per_s']:.0f}", left=f"{left / 60:.1f}m")  # fmt: skip
+    shown = {"loss": f"{record['loss']:.3f}", "lr": f"{record['lr']:.2e}",
+             "tok_s": f"{record['tokens_per_s']:.0f}"}  # fmt: skip
+    if not bar.disable:
+        bar.set_postfix(**shown, left=f"{left / 60:.1f}m")
+    elif acc.is_main_process:
+        seconds_per_step = seconds / max(run.cfg.train.log_every, 1)
+        eta = (run.cfg.train.max_steps - step) * seconds_per_step / 60
+        print(f"step {step}/{run.cfg.train.max_steps} " + " ".join(f"{k}={v}" for k, v in
+              shown.items()) + f" left={eta:.1f}m", flush=True)  # fmt: skip
     return record
 
 
