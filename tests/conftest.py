@@ -31,3 +31,13 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def toy(tmp_path_factory):
+    """A run directory with a toy model trained for seconds on a copy-like task, shared by
+    the decoding and evaluation tests: (run_dir, model, tokenizer)."""
+    from test_evaluation_helpers import one_thread, toy_run
+
+    with one_thread():
+        return toy_run(tmp_path_factory.mktemp("toy"))

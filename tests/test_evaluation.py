@@ -16,10 +16,8 @@ import torch
 from sacrebleu.dataset import DATASETS
 from test_evaluation_helpers import (
     build_tokenizer,
-    one_thread,
     tiny_config,
     toy_pairs,
-    toy_run,
     write_run,
 )
 
@@ -31,10 +29,7 @@ from t2.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    return toy_run(tmp_path_factory.mktemp("toy"))
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +41,6 @@ def files(tmp_path_factory):
     (folder / "test.src").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     (folder / "test.tgt").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
     return folder / "test.src", folder / "test.tgt"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with one_thread():
-        yield
 
 
 def sacrebleu_cli(ref: Path, hyp: Path) -> list[dict]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_evaluation_helpers import one_thread, tiny_config, toy_run, write_run
+from test_evaluation_helpers import tiny_config, write_run
 
 from t2.config import Config
 from t2.decoding.average import average_checkpoints, average_weights, last_checkpoints
@@ -18,16 +18,7 @@ from t2.errors import CheckpointError
 from t2.evaluation.evaluate import load_checkpoint
 from t2.model.transformer import Transformer
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with one_thread():
-        yield
-
-
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    return toy_run(tmp_path_factory.mktemp("toy"))
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_mismatched_checkpoints_fail_clearly(toy, tmp_path):

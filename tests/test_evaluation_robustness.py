@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_evaluation_helpers import one_thread, toy_pairs, toy_run
+from test_evaluation_helpers import toy_pairs
 
 from t2.config import Config
 from t2.data import encode_source
@@ -30,16 +30,7 @@ from t2.evaluation.robustness import (
 SCRIPT = Path(__file__).resolve().parent.parent / "evaluation" / "robustness.py"
 TOKENS = list(range(10, 30))  # 20 distinct text tokens
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with one_thread():
-        yield
-
-
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    return toy_run(tmp_path_factory.mktemp("toy"))
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_shuffle_middle_only_moves_the_middle_half():

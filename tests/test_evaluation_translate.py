@@ -8,23 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_evaluation_helpers import one_thread, toy_pairs, toy_run
+from test_evaluation_helpers import toy_pairs
 
 from t2.config import DecodeConfig
 from t2.evaluation import translate
 
 SCRIPT = Path(__file__).resolve().parent.parent / "evaluation" / "translate.py"
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with one_thread():
-        yield
-
-
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    return toy_run(tmp_path_factory.mktemp("toy"))
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def run_script(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
