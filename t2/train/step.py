@@ -45,14 +45,14 @@ def train_step(
     stats: StepStats,
 ) -> None:
     device = accelerator.device
-    # counted on the host tensors before they move: no device round trip
-    local_tokens = sum(int(b["tgt_out"].ne(pad_id).sum()) for b in micro_batches)
-    total = accelerator.reduce(torch.tensor(float(local_tokens), device=device), "sum")
+    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in micro_batches]
+    # target tokens of the whole step, counted and reduced on the device: no host round trip
+    local_tokens = torch.stack([b["tgt_out"].ne(pad_id).sum() for b in batches]).sum().float()
+    total = accelerator.reduce(local_tokens.clone(), "sum")
     scale = accelerator.num_processes / total.clamp(min=1.0)  # DDP averages gradients
     step_loss = torch.zeros((), device=device)
-    for i, batch in enumerate(micro_batches):
-        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-        last = i == len(micro_batches) - 1
+    for i, batch in enumerate(batches):
+        last = i == len(batches) - 1
         sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
         with sync:
             logits = model(batch["src"], batch["tgt_in"])  # (B, T, V), autocast by Accelerate
