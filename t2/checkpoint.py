@@ -83,8 +83,8 @@ def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
             found = "absent" if got is None else tuple(got.shape)
             wanted = "absent" if want is None else tuple(want.shape)
             raise CheckpointError(
-                f"checkpoint {ckpt} does not fit this architecture ({name}: {found} in the checkpoint, "
-                f"{wanted} in the model); load it with the config it was trained with"
+                f"checkpoint {ckpt} does not fit this architecture ({name}: {found} in the "
+                f"checkpoint, {wanted} in the model); load it with the config it was trained with"
             )
     model.load_state_dict(state, strict=False)
 
