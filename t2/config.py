@@ -46,6 +46,13 @@ class Section:
                 valid = ", ".join(sorted(set(f.metadata["choices"])))
                 raise ConfigError(f"invalid {where} {value!r}; valid choices: {valid}")
 
+    def _at_least(self, low: float, *names: str) -> None:
+        """Each named number must be at least `low`: a bad count fails here, not mid-run."""
+        for name in names:
+            if getattr(self, name) < low:
+                where = f"{SECTION_NAMES[type(self)]}.{name}"
+                raise ConfigError(f"{where} must be at least {low}, got {getattr(self, name)}")
+
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     """Accept a YAML value for a field of type `hint`, or fail with a one-line reason."""
@@ -148,6 +155,22 @@ class DataConfig(Section):
     max_train_pairs: int = 0  # keep only the first N training pairs (0: all)
     cache_dir: str = ""  # cleaned and tokenized data caches; empty: HF_DATASETS_CACHE/t2
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for split in ("train", "valid", "test"):  # task names are checked when data loads
+            scheme, sep, rest = getattr(self, split).partition(":")
+            if not sep or scheme not in ("hf", "files", "task") or not rest:
+                raise ConfigError(
+                    f"data.{split}={getattr(self, split)!r} is not a data source; "
+                    f"valid forms: hf:NAME/CONFIG, files:PREFIX, task:NAME"
+                )
+        self._at_least(1, "max_tokens_per_sentence", "num_proc", "task_train_size",
+                       "task_eval_size")  # fmt: skip
+        self._at_least(0, "min_frequency", "max_length_ratio", "max_tokens", "batch_size",
+                       "max_train_pairs")  # fmt: skip
+        if self.max_tokens == 0 and self.batch_size == 0:
+            raise ConfigError("set data.max_tokens (tokens per batch) or data.batch_size")
+
 
 @dataclass(frozen=True)
 class TrainConfig(Section):
@@ -178,6 +201,22 @@ class TrainConfig(Section):
     lr_find_steps: int = 100  # --lr-find: steps of the exponential sweep
     lr_find_range: tuple[float, float] = (1e-7, 1.0)  # --lr-find: first and last learning rate
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "max_steps", "accumulate", "log_every", "eval_every", "save_every",
+                       "keep_last", "max_nonfinite")  # fmt: skip
+        self._at_least(3, "lr_find_steps")  # the suggestion needs a slope between points
+        self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
+                       "clip_norm", "valid_bleu_sentences", "loader_workers")  # fmt: skip
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(
+                f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}"
+            )
+        lo, hi = self.lr_find_range
+        if not 0.0 < lo < hi:
+            raise ConfigError(f"train.lr_find_range must be [low, high] with 0 < low < high, "
+                              f"got {list(self.lr_find_range)}")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class DecodeConfig(Section):
@@ -188,7 +227,12 @@ class DecodeConfig(Section):
     max_len_a: float = 1.0  # maximum output length = a * source length + b
     max_len_b: int = 50
     batch_size: int = 64  # sentences per decoding batch
-    nbest: int = 1
+    nbest: int = 1  # at most beam_size (checked where both are known: search, translate.py)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "beam_size", "batch_size", "nbest")
+        self._at_least(0, "lenpen", "max_len_a", "max_len_b")
 
 
 @dataclass(frozen=True)
