@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from t2.checkpoint import list_checkpoints
+from t2.data import load_tokenizer
 from t2.train.tracking import read_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,3 +117,15 @@ def test_an_existing_run_is_not_overwritten_and_resume_needs_the_same_config(tmp
     (out / "config.yaml").write_text("model:\n  d_model: 64\n")
     result = train(out, "--resume", check=False)
     assert result.returncode == 2 and "another config" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_new_run_retrains_the_tokenizer_a_failed_run_left(tmp_path):
+    out, bad = tmp_path / "run", tmp_path / "bad"
+    (bad.with_suffix(".src")).write_text("a\nb\n")
+    (bad.with_suffix(".tgt")).write_text("a\n")
+    result = train(out, "--set", f"data.valid=files:{bad}", check=False)
+    assert result.returncode == 2 and (out / "tokenizer").is_dir()  # failed after training it
+    train(out, "--set", "data.vocab_size=90", "--set", "train.max_steps=1")
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["model"]["vocab_size"] == len(load_tokenizer(out / "tokenizer")) > 64

@@ -105,12 +105,16 @@ def load_tokenizer(folder: str | Path) -> PreTrainedTokenizerFast:
     return tok
 
 
-def prepare_tokenizer(cfg: DataConfig, run_dir: Path | None, seed: int) -> PreTrainedTokenizerFast:
-    """data.tokenizer if set, else run_dir/tokenizer (resume), else train on the train split."""
+def prepare_tokenizer(
+    cfg: DataConfig, run_dir: Path | None, seed: int, reuse: bool = True
+) -> PreTrainedTokenizerFast:
+    """data.tokenizer if set, else run_dir/tokenizer if `reuse` (resume), else train on the
+    train split. A new run passes reuse=False: a tokenizer left by a run that failed before
+    its first checkpoint may come from other data or another vocab_size."""
     if cfg.tokenizer:
         print(f"tokenizer: loading {cfg.tokenizer} (data.tokenizer)", flush=True)
         return load_tokenizer(cfg.tokenizer)
-    if run_dir is not None and (Path(run_dir) / "tokenizer").is_dir():
+    if reuse and run_dir is not None and (Path(run_dir) / "tokenizer").is_dir():
         print(f"tokenizer: reusing {Path(run_dir) / 'tokenizer'}", flush=True)
         return load_tokenizer(Path(run_dir) / "tokenizer")
     pairs = load_pairs(cfg, "train", seed)

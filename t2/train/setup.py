@@ -93,7 +93,9 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     check_run_dir(run_dir, cfg, resume)
     set_seed(cfg.train.seed)
     with accelerator.main_process_first():  # the main process trains/caches, others reuse
-        tokenizer = prepare_tokenizer(cfg.data, run_dir, cfg.train.seed)
+        # a new run trains its own; other processes load the one the main process saved
+        reuse = resume or not accelerator.is_main_process
+        tokenizer = prepare_tokenizer(cfg.data, run_dir, cfg.train.seed, reuse)
         train_ds = encode_pairs(
             load_pairs(cfg.data, "train", cfg.train.seed), tokenizer, cfg.data, "train"
         )
