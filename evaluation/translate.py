@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -51,7 +51,11 @@ def main() -> None:
         raise DataError(f"--nbest {args.nbest} needs --beam of at least {args.nbest}")
     if args.input and not Path(args.input).is_file():
         raise DataError(f"input file {args.input} not found; pass an existing file or use stdin")
+    if args.output and not Path(args.output).parent.is_dir():
+        raise DataError(f"output folder of {args.output} not found; create it or pass another")
     with contextlib.ExitStack() as stack:
+        if not args.input and hasattr(sys.stdin, "reconfigure"):  # strict, as for files
+            sys.stdin.reconfigure(encoding="utf-8", errors="strict")
         source = (
             stack.enter_context(open(args.input, encoding="utf-8")) if args.input else sys.stdin
         )
@@ -60,9 +64,23 @@ def main() -> None:
             if args.output
             else sys.stdout
         )
-        lines = (line.rstrip("\r\n") for line in source)
+        lines = utf8_lines(source, args.input or "standard input")
         batches = translate_stream(model, tokenizer, lines, decode, device, cfg.data.src_bos)
         write(batches, sink, args.nbest)
+
+
+def utf8_lines(source: TextIO, name: str) -> Iterator[str]:
+    """Lines without their line ends; input that is not UTF-8 stops with a one-line error
+    (decoding runs ahead in blocks, so the line named is where reading stopped)."""
+    number = 0
+    try:
+        for number, line in enumerate(source, 1):  # noqa: B007  (read in the except)
+            yield line.rstrip("\r\n")
+    except UnicodeDecodeError as err:
+        raise DataError(
+            f"{name}: byte 0x{err.object[err.start]:02x} in line {number + 1} or later is not "
+            f"UTF-8; convert the text, e.g. iconv -f latin1 -t utf-8"
+        ) from None
 
 
 def write(batches: Iterable[list[list[tuple[str, float]]]], sink: TextIO, nbest: int) -> None:

@@ -50,3 +50,19 @@ def test_missing_input_and_bad_nbest_fail_in_one_line(toy, tmp_path):
     assert "missing.txt not found" in result.stderr
     result = run_script("--checkpoint", str(run), "--beam", "2", "--nbest", "3")
     assert result.returncode == 2 and "--nbest 3 needs --beam of at least 3" in result.stderr
+
+
+def test_input_that_is_not_utf8_and_a_missing_output_folder_fail_in_one_line(toy, tmp_path):
+    run, _, _ = toy
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("Grüße\n".encode("latin-1"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--checkpoint", str(run)]
+    for args, stdin in (([], latin.read_bytes()), (["--input", str(latin)], b"")):
+        result = subprocess.run([*cmd, *args], input=stdin, capture_output=True, env=env)
+        stderr = result.stderr.decode()
+        assert result.returncode == 2 and stderr.count("\n") == 1, stderr
+        assert "byte 0xfc in line 1 or later is not UTF-8" in stderr
+    missing = str(tmp_path / "no" / "out.txt")
+    result = run_script("--checkpoint", str(run), "--output", missing, stdin="a\n")
+    assert result.returncode == 2 and "output folder of" in result.stderr, result.stderr
