@@ -14,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 from t2.cli import run_main  # noqa: E402
+from t2.errors import ConfigError, DataError  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -40,6 +41,10 @@ def main() -> None:
     from t2.evaluation.robustness import run_suite, side_by_side, to_json
     from t2.evaluation.scoring import local_testset
 
+    if args.batch_size < 1 or args.max_sentences < 0:
+        raise ConfigError("--batch-size must be at least 1 and --max-sentences at least 0")
+    if not Path(args.out).parent.is_dir():  # checked first: the suite takes minutes
+        raise DataError(f"output folder of {args.out} not found; create it or pass another")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     data = local_testset(args.src, args.ref)
     limit = args.max_sentences or len(data.sources)

@@ -110,3 +110,15 @@ def test_command_compares_checkpoints_side_by_side(toy, tmp_path):
     assert report["n_sentences"] == 12 and len(report["results"]) == 2
     first, second = report["results"].values()
     assert first == second  # same checkpoint, same seed: same figures
+
+
+def test_command_rejects_a_bad_batch_size_and_a_missing_output_folder_first(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    base = [sys.executable, str(SCRIPT), "--checkpoint", "missing-run", "--src", "s", "--ref", "r"]
+    for extra, message in (
+        (["--batch-size", "0"], "--batch-size must be at least 1"),
+        (["--out", str(tmp_path / "no" / "r.json")], "output folder of"),
+    ):
+        result = subprocess.run([*base, *extra], capture_output=True, text=True, env=env)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert message in result.stderr
