@@ -71,27 +71,38 @@ def build_tokenizer(vocab: int):
     return train_tokenizer(lines, vocab, 2, False, folder)
 
 
-def build_models(args: argparse.Namespace, vocab: int):
-    from transformers import MarianConfig, MarianMTModel
+def marian_config(args: argparse.Namespace, vocab: int, dropout: float = 0.0):
+    """The Hugging Face peer: a MarianMTModel config with t2's dimensions, ReLU, sinusoidal
+    positions, embeddings scaled by sqrt(d_model) and all three matrices tied."""
+    from transformers import MarianConfig
 
-    cfg = ModelConfig(
-        vocab_size=vocab, d_model=args.d_model, n_heads=args.n_heads, d_ff=args.d_ff,
-        n_encoder_layers=args.layers, n_decoder_layers=args.layers, dropout=0.0,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    t2_model = Transformer(cfg).to(args.device).eval()
-    original_project, eos = t2_model.project, torch.tensor([EOS], device=args.device)
-    t2_model.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
-    hf_cfg = MarianConfig(
+    return MarianConfig(
         vocab_size=vocab, decoder_vocab_size=vocab, d_model=args.d_model,
         encoder_layers=args.layers, decoder_layers=args.layers,
         encoder_attention_heads=args.n_heads, decoder_attention_heads=args.n_heads,
         encoder_ffn_dim=args.d_ff, decoder_ffn_dim=args.d_ff, activation_function="relu",
-        max_position_embeddings=1024, scale_embedding=True, dropout=0.0,
+        max_position_embeddings=1024, scale_embedding=True, dropout=dropout,
+        attention_dropout=0.0, activation_dropout=0.0,
         pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=1, forced_eos_token_id=None,
         share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
     )  # fmt: skip
-    hf_model = MarianMTModel(hf_cfg).to(args.device).eval()
+
+
+def t2_config(args: argparse.Namespace, vocab: int, dropout: float = 0.0) -> ModelConfig:
+    return ModelConfig(
+        vocab_size=vocab, d_model=args.d_model, n_heads=args.n_heads, d_ff=args.d_ff,
+        n_encoder_layers=args.layers, n_decoder_layers=args.layers, dropout=dropout,
+    )  # fmt: skip
+
+
+def build_models(args: argparse.Namespace, vocab: int):
+    from transformers import MarianMTModel
+
+    torch.manual_seed(0)
+    t2_model = Transformer(t2_config(args, vocab)).to(args.device).eval()
+    original_project, eos = t2_model.project, torch.tensor([EOS], device=args.device)
+    t2_model.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
+    hf_model = MarianMTModel(marian_config(args, vocab)).to(args.device).eval()
     return t2_model, hf_model
 
 
