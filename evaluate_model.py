@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.cli import run_main
+from t2.cli import check_out_folder, run_main
 
 
 def parse_args() -> argparse.Namespace:
@@ -37,6 +37,9 @@ def main() -> None:
     import torch
 
     from t2.evaluation.evaluate import EvalOptions, evaluate
+
+    if args.out:
+        check_out_folder(args.out)
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     opts = EvalOptions(

@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from t2.cli import add_recipe_arguments, run_main
+from t2.cli import add_recipe_arguments, check_out_folder, run_main
 from t2.recipes import load_config
 
 
@@ -37,7 +37,7 @@ def main() -> None:
 
         print(describe(cfg, args.recipe))
         return
-    out = args.out or Path("runs") / Path(args.recipe).stem
+    out = check_out_folder(args.out or Path("runs") / Path(args.recipe).stem)
     if args.lr_find:
         from t2.train.lr_find import lr_find
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
-from t2.errors import T2Error
+from t2.errors import ConfigError, T2Error
 
 
 def run_main(main: Callable[[], int | None]) -> None:
@@ -31,3 +32,13 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
         "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
         help="override a config key, e.g. --set model.norm=rmsnorm (repeatable)",
     )  # fmt: skip
+
+
+def check_out_folder(path: str | Path, option: str = "--out") -> Path:
+    """A folder to write into, checked before any work: a file in its place (or among its
+    parents) would otherwise fail with a traceback after training or translating."""
+    path = Path(path)
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise ConfigError(f"{option} {path}: {p} is a file, not a folder; pass another path")
+    return path

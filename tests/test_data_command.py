@@ -33,3 +33,7 @@ def test_command_trains_then_reuses_and_reports_errors_in_one_line(tmp_path: Pat
     assert bad.stderr.strip().splitlines()[-1] == (
         "error: missing/train.src: file not found; check the files:PREFIX source"
     )
+    (tmp_path / "a_file").write_text("")
+    blocked = run(tmp_path, "--out", str(tmp_path / "a_file" / "tok"))
+    assert blocked.returncode == 2 and "Traceback" not in blocked.stderr
+    assert "a_file is a file, not a folder" in blocked.stderr

@@ -129,3 +129,10 @@ def test_a_new_run_retrains_the_tokenizer_a_failed_run_left(tmp_path):
     train(out, "--set", "data.vocab_size=90", "--set", "train.max_steps=1")
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["model"]["vocab_size"] == len(load_tokenizer(out / "tokenizer")) > 64
+
+
+def test_an_out_path_through_a_file_fails_before_any_work(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    result = train(tmp_path / "a_file", check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "a_file is a file, not a folder" in result.stderr

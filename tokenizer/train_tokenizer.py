@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # t2 from a checkout, uninstalled
 
-from t2.cli import add_recipe_arguments, run_main
+from t2.cli import add_recipe_arguments, check_out_folder, run_main
 from t2.data import load_pairs, load_tokenizer, train_tokenizer
 from t2.data.tokenizer import both_sides
 from t2.recipes import load_config
@@ -30,6 +30,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     cfg = load_config(args.recipe, args.overrides)
+    check_out_folder(args.out)
     if (args.out / "tokenizer.json").is_file() and not args.force:
         tok = load_tokenizer(args.out)
         print(f"tokenizer: {args.out} exists ({len(tok)} entries); reusing it (--force retrains)")
