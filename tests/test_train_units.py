@@ -9,9 +9,10 @@ import torch
 from accelerate import Accelerator
 
 from t2.config import Config, ModelConfig, TrainConfig
+from t2.errors import T2Error
 from t2.model.transformer import Transformer
 from t2.train.checkpointing import latest_checkpoint, load_training_state, save_checkpoint
-from t2.train.lr_find import suggest
+from t2.train.lr_find import step_loss, suggest
 from t2.train.optim import build_optimizer, build_scheduler, param_groups, peak_lr
 from t2.train.step import StepStats, train_step
 
@@ -124,3 +125,18 @@ def test_lr_suggestion_is_the_steepest_descent_before_divergence():
     losses += [losses[-1] * 3**k for k in range(1, 16)]
     lr, _ = suggest(lrs_, losses)
     assert 3e-4 < lr < 3e-3
+
+
+def test_lr_finder_counts_a_skipped_step_as_divergence_not_as_zero_loss():
+    stats = StepStats.zeros(torch.device("cpu"))
+    stats.loss += 6.0
+    stats.tokens += 3.0
+    assert step_loss(stats).item() == 2.0
+    stats.skipped += 1.0  # train_step skipped it: its sums stay as they were
+    assert math.isnan(step_loss(stats).item())
+    lrs_ = [10 ** (-6 + i * 0.1) for i in range(40)]
+    losses = [5.0 - 0.1 * i for i in range(20)] + [math.nan] * 20
+    lr, i = suggest(lrs_, losses)
+    assert i < 20 and lr == lrs_[i]
+    with pytest.raises(T2Error, match="diverged at once"):
+        suggest(lrs_, [math.nan] * 40)

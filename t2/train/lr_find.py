@@ -31,7 +31,7 @@ def smooth(values: list[float], beta: float = 0.9) -> list[float]:
 def suggest(lrs: list[float], losses: list[float]) -> tuple[float, int]:
     """The rate where the smoothed loss falls fastest, before it exceeds 4x its minimum."""
     smoothed = smooth(losses)
-    best = min(v for v in smoothed if math.isfinite(v))
+    best = min((v for v in smoothed if math.isfinite(v)), default=math.inf)
     end = next(
         (i for i, v in enumerate(smoothed) if not math.isfinite(v) or v > 4 * best),
         len(smoothed),
@@ -44,6 +44,12 @@ def suggest(lrs: list[float], losses: list[float]) -> tuple[float, int]:
     ]
     i = 1 + min(range(len(slopes)), key=slopes.__getitem__)
     return lrs[i], i
+
+
+def step_loss(stats: StepStats) -> torch.Tensor:
+    """The step's mean loss; NaN for a step skipped as non-finite (its sums hold zeros, and
+    a zero loss would look like the steepest descent instead of the divergence it is)."""
+    return torch.where(stats.skipped.bool(), math.nan, stats.loss / stats.tokens.clamp(min=1))
 
 
 def lr_find(cfg: Config, run_dir: Path) -> tuple[float, Path]:
@@ -68,7 +74,7 @@ def lr_find(cfg: Config, run_dir: Path) -> tuple[float, Path]:
         stats = StepStats.zeros(acc.device)
         train_step(acc, run.model, run.optimizer, micro, run.tokenizer.pad_token_id,
                    cfg.train.label_smoothing, cfg.train.clip_norm, stats)  # fmt: skip
-        losses.append(stats.loss / stats.tokens.clamp(min=1))  # stays on the device
+        losses.append(step_loss(stats))  # stays on the device
     values = torch.stack(losses).tolist()  # one synchronisation for the whole sweep
     suggestion, index = suggest(lrs, values)
     plot = Path(run_dir) / "lr_find.png"
