@@ -121,10 +121,8 @@ def test_an_existing_run_is_not_overwritten_and_resume_needs_the_same_config(tmp
 
 @pytest.mark.slow
 def test_a_new_run_retrains_the_tokenizer_a_failed_run_left(tmp_path):
-    out, bad = tmp_path / "run", tmp_path / "bad"
-    (bad.with_suffix(".src")).write_text("a\nb\n")
-    (bad.with_suffix(".tgt")).write_text("a\n")
-    result = train(out, "--set", f"data.valid=files:{bad}", check=False)
+    out = tmp_path / "run"
+    result = train(out, "--set", "data.max_tokens_per_sentence=1", check=False)
     assert result.returncode == 2 and (out / "tokenizer").is_dir()  # failed after training it
     train(out, "--set", "data.vocab_size=90", "--set", "train.max_steps=1")
     saved = yaml.safe_load((out / "config.yaml").read_text())
@@ -136,3 +134,10 @@ def test_an_out_path_through_a_file_fails_before_any_work(tmp_path):
     result = train(tmp_path / "a_file", check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "a_file is a file, not a folder" in result.stderr
+
+
+def test_a_bad_test_split_fails_before_training_not_after(tmp_path):
+    out = tmp_path / "run"
+    result = train(out, "--set", f"data.test=files:{tmp_path / 'missing'}", check=False)
+    assert result.returncode == 2 and "missing.src: file not found" in result.stderr
+    assert not (out / "tokenizer").exists() and not (out / "checkpoints").exists()

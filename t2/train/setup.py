@@ -93,13 +93,16 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     check_run_dir(run_dir, cfg, resume)
     set_seed(cfg.train.seed)
     with accelerator.main_process_first():  # the main process trains/caches, others reuse
+        # every split is read (and cached) before any work: a bad test source fails now,
+        # not after training, and before a tokenizer is written
+        valid_pairs = load_pairs(cfg.data, "valid", cfg.train.seed)
+        load_pairs(cfg.data, "test", cfg.train.seed)
         # a new run trains its own; other processes load the one the main process saved
         reuse = resume or not accelerator.is_main_process
         tokenizer = prepare_tokenizer(cfg.data, run_dir, cfg.train.seed, reuse)
         train_ds = encode_pairs(
             load_pairs(cfg.data, "train", cfg.train.seed), tokenizer, cfg.data, "train"
         )
-        valid_pairs = load_pairs(cfg.data, "valid", cfg.train.seed)
         valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
     if accelerator.is_main_process:
