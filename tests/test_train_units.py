@@ -118,6 +118,15 @@ def test_keep_last_prunes_old_checkpoints(tmp_path):
     assert names == ["step-0000003", "step-0000004"]
 
 
+def test_keep_last_keeps_the_best_and_drops_the_best_it_replaced(tmp_path):
+    model, cfg = Transformer(TINY), Config(model=TINY)
+    for step, best in ((1, True), (2, False), (3, True), (4, False)):
+        save_checkpoint(tmp_path, step, model, cfg, {"step": step}, keep_last=1, best=best)
+        kept = sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*"))
+        marked = (tmp_path / "checkpoints" / "best").read_text().strip()
+        assert kept == sorted({marked, f"step-{step:07d}"}), (step, kept)
+
+
 def test_lr_suggestion_is_the_steepest_descent_before_divergence():
     lrs_ = [10 ** (-6 + i * 0.1) for i in range(60)]
     # flat, then falling fastest around 1e-3, then diverging

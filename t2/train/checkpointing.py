@@ -42,9 +42,10 @@ def _as_tuple(value: Any) -> Any:
 
 def save_checkpoint(
     run_dir: Path, step: int, model: torch.nn.Module, cfg: Config, state: dict[str, Any],
-    keep_last: int,
+    keep_last: int, best: bool = False,
 ) -> Path:  # fmt: skip
-    """Write step-N atomically, then prune all but the last `keep_last` and the best."""
+    """Write step-N atomically, mark it as the best if `best`, then prune all but the last
+    `keep_last` and the best (marked first, so that the best it replaces is pruned now)."""
     folder = Path(run_dir) / "checkpoints"
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob(".tmp-*"):
@@ -59,6 +60,8 @@ def save_checkpoint(
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
+    if best:
+        mark_best(run_dir, final)
     _prune(folder, keep_last)
     return final
 

@@ -16,7 +16,6 @@ from t2.errors import T2Error
 from t2.train.checkpointing import (
     latest_checkpoint,
     load_training_state,
-    mark_best,
     rng_state,
     save_checkpoint,
     set_rng_state,
@@ -165,10 +164,8 @@ def evaluate_and_save(
             "rng": rng_state(), "data": batches.state_dict(),
         }  # fmt: skip
         if acc.is_main_process:
-            ckpt = save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), cfg, state,
-                                   cfg.train.keep_last)  # fmt: skip
-            if better:
-                mark_best(run.run_dir, ckpt)
+            save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), cfg, state,
+                            cfg.train.keep_last, best=better)  # fmt: skip
     acc.wait_for_everyone()
     return best
 
