@@ -8,6 +8,7 @@ config is made, so a typo fails before any work with the list of valid choices.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -21,6 +22,23 @@ import t2.model.norm
 import t2.model.positional  # noqa: F401  (registers the components)
 from t2.errors import ConfigError
 from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, Registry
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML with 1e-3 read as a float: PyYAML follows YAML 1.1, where a float needs a dot
+    (1.0e-3), so `--set train.max_lr=1e-3` would arrive as the string '1e-3'."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse recipe, override and saved-config YAML (safe: plain data only)."""
+    return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: plain data only
 
 
 def choice(default: str, *choices: str) -> Any:
@@ -266,7 +284,7 @@ class Config:
 
     @classmethod
     def from_yaml(cls, text: str) -> Config:
-        return cls.from_dict(yaml.safe_load(text) or {})
+        return cls.from_dict(load_yaml(text) or {})
 
 
 SECTIONS: dict[str, type] = {

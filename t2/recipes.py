@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from t2.config import Config, check_keys
+from t2.config import Config, check_keys, load_yaml
 from t2.errors import ConfigError
 
 RECIPES_DIR = Path(os.environ.get("T2_RECIPES", Path(__file__).resolve().parent.parent / "recipes"))
@@ -51,7 +51,7 @@ def load_raw(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
         raise ConfigError(f"recipe {name!r} is its own ancestor: {' -> '.join(_seen + (name,))}")
     path = _recipe_path(name)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = load_yaml(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"recipe {path} is not valid YAML ({err}); fix the file") from None
     parent = raw.pop("parent", None)
@@ -68,7 +68,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             raise ConfigError(f"bad override {item!r}; write --set section.key=value")
         check_keys({section: None}, Config.__dataclass_fields__, "config section")
         try:
-            parsed = yaml.safe_load(value) if value else ""
+            parsed = load_yaml(value) if value else ""
         except yaml.YAMLError:
             raise ConfigError(f"bad override {item!r}: the value is not valid YAML") from None
         out[section] = {**(out.get(section) or {}), field: parsed}  # a section may be null

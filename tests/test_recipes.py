@@ -122,6 +122,14 @@ def test_overrides_parse_values_as_yaml():
     assert load_config("base", ["model.n_heads=4"]).model.n_heads == 4
 
 
+def test_floats_in_scientific_notation_without_a_dot_are_floats(tmp_path):
+    cfg = load_config("base", ["train.max_lr=1e-3", "train.eps=1E-9", "train.betas=[0.9, 1e0]"])
+    assert (cfg.train.max_lr, cfg.train.eps, cfg.train.betas) == (1e-3, 1e-9, (0.9, 1.0))
+    (tmp_path / "mine.yaml").write_text("parent: quickstart\ntrain:\n  min_lr: 5e-5\n")
+    assert load_config(str(tmp_path / "mine.yaml")).train.min_lr == 5e-5
+    assert Config.from_yaml(cfg.to_yaml()) == cfg
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
