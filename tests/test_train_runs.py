@@ -4,6 +4,7 @@ W&B offline and the learning-rate finder. Tiny models, a few steps each."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -141,3 +142,17 @@ def test_a_bad_test_split_fails_before_training_not_after(tmp_path):
     result = train(out, "--set", f"data.test=files:{tmp_path / 'missing'}", check=False)
     assert result.returncode == 2 and "missing.src: file not found" in result.stderr
     assert not (out / "tokenizer").exists() and not (out / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_non_finite_steps_stop_the_run_even_when_logging_more_often(tmp_path):
+    out = tmp_path / "run"  # log_every=1 < max_nonfinite=3: the count must outlive a log
+    sets = ["train.max_lr=1.0e30", "train.warmup_steps=1", "train.max_nonfinite=3",
+            "train.max_steps=30", "train.save_every=100", "train.eval_every=100"]  # fmt: skip
+    result = train(out, *[a for kv in sets for a in ("--set", kv)], check=False)
+    assert result.returncode == 2 and "3 non-finite losses in a row" in result.stderr, (
+        result.stderr[-2000:]
+    )
+    records = [r for r in read_metrics(out) if "loss" in r]
+    assert records[-1]["bad_run"] == 3 and math.isnan(records[-1]["loss"])
+    assert not (out / "results.json").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -106,7 +107,7 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
         last = step == cfg.train.max_steps
         if step % cfg.train.log_every == 0 or last:  # the only host sync of the loop
             record = log_step(run, step, stats, time.perf_counter() - t0, bar)
-            stats, t0 = StepStats.zeros(acc.device), time.perf_counter()
+            stats, t0 = StepStats.zeros(acc.device, stats.bad_run), time.perf_counter()
             acc.log(record, step=step)
             if log:
                 log.write(record)
@@ -126,7 +127,7 @@ def log_step(run: Run, step: int, stats: StepStats, seconds: float, bar: Any) ->
     loss, tokens = acc.reduce(stats.loss, "sum").item(), acc.reduce(stats.tokens, "sum").item()
     record = {
         "step": step,
-        "loss": loss / max(tokens, 1.0),
+        "loss": loss / tokens if tokens else math.nan,  # NaN: every step was skipped
         "lr": run.scheduler.get_last_lr()[0],
         "tokens_per_s": tokens / max(seconds, 1e-9),
         "skipped_steps": int(stats.skipped.item()),

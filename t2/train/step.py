@@ -29,9 +29,10 @@ class StepStats:
     bad_run: Tensor  # consecutive non-finite steps
 
     @classmethod
-    def zeros(cls, device: torch.device) -> StepStats:
+    def zeros(cls, device: torch.device, bad_run: Tensor | None = None) -> StepStats:
+        """New sums; a run of non-finite steps goes on across logging intervals."""
         z = lambda: torch.zeros((), device=device)  # noqa: E731
-        return cls(z(), z(), z(), z())
+        return cls(z(), z(), z(), z() if bad_run is None else bad_run)
 
 
 def train_step(
