@@ -149,3 +149,17 @@ def test_lr_finder_counts_a_skipped_step_as_divergence_not_as_zero_loss():
     assert i < 20 and lr == lrs_[i]
     with pytest.raises(T2Error, match="diverged at once"):
         suggest(lrs_, [math.nan] * 40)
+
+
+def test_wandb_that_cannot_start_is_one_line_error(tmp_path):
+    from wandb.errors import UsageError
+
+    from t2.errors import ConfigError
+    from t2.train.tracking import init_wandb
+
+    class NoAccount:
+        def init_trackers(self, **kwargs):
+            raise UsageError("No API key configured. Use `wandb login` to log in.")
+
+    with pytest.raises(ConfigError, match=r"W&B online could not start \(No API key"):
+        init_wandb(NoAccount(), Config(), "quickstart", tmp_path, "online")

@@ -10,6 +10,7 @@ from typing import Any
 from accelerate import Accelerator
 
 from t2.config import Config
+from t2.errors import ConfigError
 
 
 class MetricsLog:
@@ -45,18 +46,21 @@ def init_wandb(
     group together and recipes compare side by side; offline needs no account."""
     if mode == "disabled":
         return
+    from wandb.errors import Error as WandbError
+
     os.environ.setdefault("WANDB_SILENT", "true")
     tags = [recipe, cfg.model.positional, cfg.model.norm, cfg.model.ffn, cfg.model.norm_position]
-    accelerator.init_trackers(
-        project_name=os.environ.get("WANDB_PROJECT", "t2"),
-        config={**cfg.to_dict(), "recipe": recipe},
-        init_kwargs={
-            "wandb": {
-                "mode": mode,
-                "group": recipe,
-                "tags": tags,
-                "name": Path(run_dir).name,
-                "dir": str(run_dir),
-            }
-        },
-    )
+    wandb_args = {"mode": mode, "group": recipe, "tags": tags, "name": Path(run_dir).name,
+                  "dir": str(run_dir)}  # fmt: skip
+    try:
+        accelerator.init_trackers(
+            project_name=os.environ.get("WANDB_PROJECT", "t2"),
+            config={**cfg.to_dict(), "recipe": recipe},
+            init_kwargs={"wandb": wandb_args},
+        )
+    except WandbError as err:  # e.g. online without `wandb login`
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConfigError(
+            f"W&B {mode} could not start ({reason}); run `wandb login` or set WANDB_API_KEY, "
+            f"or pass --wandb offline (the default) or --wandb disabled"
+        ) from None
