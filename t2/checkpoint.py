@@ -95,7 +95,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Tr
     cfg_file = ckpt / "config.yaml"
     if not cfg_file.is_file():
         raise CheckpointError(f"checkpoint {ckpt} has no config.yaml; it was not written by t2")
-    cfg = Config.from_yaml(cfg_file.read_text(encoding="utf-8"))
+    cfg = Config.from_yaml(cfg_file.read_text(encoding="utf-8"), str(cfg_file))
     model = Transformer(cfg.model)
     load_weights(model, ckpt)
     return model.to(device).eval(), cfg

@@ -271,6 +271,8 @@ class Config:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Config:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"a config must be a mapping of sections, got {type(raw).__name__}")
         check_keys(raw, SECTIONS, "config")
         sections = {}
         for name, section in SECTIONS.items():
@@ -283,8 +285,14 @@ class Config:
         return cls(**sections)
 
     @classmethod
-    def from_yaml(cls, text: str) -> Config:
-        return cls.from_dict(load_yaml(text) or {})
+    def from_yaml(cls, text: str, source: str = "config") -> Config:
+        """A config from YAML text; `source` names the file in a one-line error."""
+        try:
+            raw = load_yaml(text) or {}
+        except yaml.YAMLError as err:
+            reason = str(err).strip().splitlines()[0]
+            raise ConfigError(f"{source} is not valid YAML ({reason}); fix or replace it") from None
+        return cls.from_dict(raw)
 
 
 SECTIONS: dict[str, type] = {

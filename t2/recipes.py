@@ -54,6 +54,8 @@ def load_raw(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
         raw = load_yaml(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"recipe {path} is not valid YAML ({err}); fix the file") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"recipe {path} must be a mapping (parent:, model:, ...); fix the file")
     parent = raw.pop("parent", None)
     return _deep_merge(load_raw(parent, _seen + (name,)) if parent else {}, raw)
 

@@ -110,6 +110,16 @@ def test_parent_chain_merges_deeply(tmp_path, monkeypatch):
     (tmp_path / "a.yaml").write_text("model: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config("c")
+    (tmp_path / "a.yaml").write_text("- model\n- train\n")
+    with pytest.raises(ConfigError, match="a.yaml must be a mapping"):
+        load_config("c")
+
+
+def test_a_saved_config_that_is_not_yaml_or_not_a_mapping_is_one_line():
+    with pytest.raises(ConfigError, match="run/config.yaml is not valid YAML"):
+        Config.from_yaml("model: [unclosed\n", "run/config.yaml")
+    with pytest.raises(ConfigError, match="must be a mapping of sections, got list"):
+        Config.from_yaml("- 1\n- 2\n")
 
 
 def test_overrides_parse_values_as_yaml():

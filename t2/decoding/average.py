@@ -37,7 +37,7 @@ def _model_config(ckpt: Path) -> Config:
     cfg_file = ckpt / "config.yaml"
     if not cfg_file.is_file():
         raise CheckpointError(f"checkpoint {ckpt} has no config.yaml; it was not written by t2")
-    return Config.from_yaml(cfg_file.read_text(encoding="utf-8"))
+    return Config.from_yaml(cfg_file.read_text(encoding="utf-8"), str(cfg_file))
 
 
 def _open_weights(ckpt: Path):  # noqa: ANN202  (a safetensors file handle)

@@ -66,7 +66,7 @@ def check_run_dir(run_dir: Path, cfg: Config, resume: bool) -> None:
             f"{run_dir} already holds a run; pass --resume to continue it or another --out"
         )
     if resume and saved.is_file():
-        old = Config.from_yaml(saved.read_text(encoding="utf-8"))
+        old = Config.from_yaml(saved.read_text(encoding="utf-8"), str(saved))
         if _comparable(old) != _comparable(cfg):
             raise ConfigError(
                 f"{run_dir} was trained with another config ({saved}); resume with the "
