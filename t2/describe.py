@@ -22,10 +22,7 @@ def describe(cfg: Config, recipe: str) -> str:
     mem = estimate_memory(
         cfg.model, counts["total"], tokens, cfg.data.max_tokens_per_sentence, mixed
     )
-    lines = [
-        f"# recipe: {recipe}",
-        cfg.to_yaml().rstrip(),
-        "",
+    figures = [
         f"parameters: {counts['total']}",
         *(f"  {part}: {counts[part]:,}" for part in ("embeddings", "encoder", "decoder")),
         f"training memory estimate ({tokens} tokens per micro-batch, "
@@ -36,4 +33,6 @@ def describe(cfg: Config, recipe: str) -> str:
         f"  activations: {_gib(mem.activations)}",
         f"  total: {_gib(mem.total)}",
     ]
+    # the figures are YAML comments: the whole output is a recipe (--recipe saved.yaml)
+    lines = [f"# recipe: {recipe}", cfg.to_yaml().rstrip(), "", *(f"# {f}" for f in figures)]
     return "\n".join(lines)

@@ -45,10 +45,11 @@ def test_dry_run_counts_the_base_models_parameters(dry_runs, name):
     code, out, err = dry_runs[name]
     assert code == 0, err
     (line,) = [line for line in out.splitlines() if "parameters" in line and ":" in line][:1]
-    total = re.fullmatch(r"parameters: (\d+)", line.strip())
+    total = re.fullmatch(r"# parameters: (\d+)", line.strip())
     assert total, line  # a plain integer, so that scripts can read it
     assert 63_000_000 <= int(total.group(1)) <= 65_000_000
     assert f"# recipe: {name}" in out
+    assert Config.from_yaml(out) == load_config(name)  # the output is itself a recipe
 
 
 def test_unknown_recipe_exits_2_with_one_line_and_no_traceback(dry_runs):
