@@ -163,3 +163,9 @@ def test_wandb_that_cannot_start_is_one_line_error(tmp_path):
 
     with pytest.raises(ConfigError, match=r"W&B online could not start \(No API key"):
         init_wandb(NoAccount(), Config(), "quickstart", tmp_path, "online")
+
+
+def test_ddp_does_not_rebroadcast_the_positional_tables_each_forward():
+    from t2.train.setup import make_accelerator
+
+    assert make_accelerator(Config(), "disabled").ddp_handler.broadcast_buffers is False

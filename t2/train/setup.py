@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedDataParallelKwargs, set_seed
 
 from t2.config import Config, TrainConfig
 from t2.data import (
@@ -83,12 +83,20 @@ def _loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, world: 
     return sampler, make_loader(ds, sampler, pad_id, cfg.train.loader_workers if shuffle else 0)
 
 
-def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Run:
-    accelerator = Accelerator(
+def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
+    """Accelerate for CPU, one GPU or DDP. DDP does not broadcast buffers: t2's only buffers
+    are positional tables, equal on every rank, and rebroadcasting them at each forward pass
+    costs a collective per micro-batch and fails if one rank has grown its table."""
+    return Accelerator(
         cpu=not torch.cuda.is_available(),  # Accelerate detects torchrun on CPU only so (gloo)
         mixed_precision=mixed_precision(cfg.train.mixed_precision),
         log_with="wandb" if wandb != "disabled" else None,
+        kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)],
     )
+
+
+def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Run:
+    accelerator = make_accelerator(cfg, wandb)
     run_dir = Path(run_dir)
     check_run_dir(run_dir, cfg, resume)
     set_seed(cfg.train.seed)
