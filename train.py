@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from t2.cli import add_recipe_arguments, check_out_folder, run_main
@@ -38,6 +39,10 @@ def main() -> None:
         print(describe(cfg, args.recipe))
         return
     out = check_out_folder(args.out or Path("runs") / Path(args.recipe).stem)
+    if not sys.stderr.isatty():  # in a log file, datasets' progress bars are only noise
+        import datasets
+
+        datasets.disable_progress_bars()
     if args.lr_find:
         from t2.train.lr_find import lr_find
 

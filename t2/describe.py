@@ -7,6 +7,7 @@ import torch
 from t2.config import Config
 from t2.model.summary import count_parameters, estimate_memory
 from t2.model.transformer import Transformer
+from t2.train.setup import mixed_precision
 
 
 def _gib(n: int) -> str:
@@ -18,7 +19,7 @@ def describe(cfg: Config, recipe: str) -> str:
         model = Transformer(cfg.model)
     counts = count_parameters(model)
     tokens = cfg.data.max_tokens or cfg.data.batch_size * cfg.data.max_tokens_per_sentence
-    mixed = cfg.train.mixed_precision != "no"
+    mixed = mixed_precision(cfg.train.mixed_precision) != "no"  # `auto` as on this machine
     mem = estimate_memory(
         cfg.model, counts["total"], tokens, cfg.data.max_tokens_per_sentence, mixed
     )

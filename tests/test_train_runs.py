@@ -63,11 +63,13 @@ def test_two_processes_equal_one_process_accumulating_two(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_resumed_run_matches_an_uninterrupted_one(tmp_path):
-    workers = ("--set", "train.loader_workers=1")  # background prefetch must not skip data
-    train(tmp_path / "full", *workers)
-    train(tmp_path / "cut", *workers, "--set", "train.max_steps=3")
-    train(tmp_path / "cut", *workers, "--resume")
+@pytest.mark.parametrize("log_every", [1, 4])  # 4: the checkpoint at step 3 is mid-interval
+def test_a_resumed_run_matches_an_uninterrupted_one(tmp_path, log_every):
+    # background prefetch must not skip data
+    sets = ("--set", "train.loader_workers=1", "--set", f"train.log_every={log_every}")
+    train(tmp_path / "full", *sets)
+    train(tmp_path / "cut", *sets, "--set", "train.max_steps=3")
+    train(tmp_path / "cut", *sets, "--resume")
     full, cut = final_weights(tmp_path / "full"), final_weights(tmp_path / "cut")
     for name in full:
         torch.testing.assert_close(cut[name], full[name], rtol=0, atol=1e-6, msg=name)

@@ -90,9 +90,16 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
     batches = Batches(run, state.get("data"))
     if state:  # after the loader made its iterator, which draws from the RNG
         set_rng_state(state["rng"])
+    if resume and not ckpt and acc.is_main_process:
+        print(f"resume: no complete checkpoint in {run.run_dir}; starting a new run")
     log = MetricsLog(run.run_dir, step if ckpt else None) if acc.is_main_process else None
     init_wandb(acc, cfg, recipe, run.run_dir, wandb) if acc.is_main_process else None
-    stats, pad, t0 = StepStats.zeros(acc.device), run.tokenizer.pad_token_id, time.perf_counter()
+    bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
+    stats, pad, t0 = (
+        StepStats.zeros(acc.device, bad_run),
+        run.tokenizer.pad_token_id,
+        time.perf_counter(),
+    )
     # a bar on a terminal; in a log file (not a TTY) one line per logged step instead
     bar = tqdm(total=cfg.train.max_steps, initial=step,
                disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
@@ -105,7 +112,10 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
         step += 1
         bar.update(1)
         last = step == cfg.train.max_steps
-        if step % cfg.train.log_every == 0 or last:  # the only host sync of the loop
+        may_save = step % cfg.train.eval_every == 0 or step % cfg.train.save_every == 0 or last
+        # sums are flushed at every step that may checkpoint, so a resumed run logs the
+        # same records as an uninterrupted one; this is the loop's only host sync
+        if step % cfg.train.log_every == 0 or may_save:
             record = log_step(run, step, stats, time.perf_counter() - t0, bar)
             stats, t0 = StepStats.zeros(acc.device, stats.bad_run), time.perf_counter()
             acc.log(record, step=step)
@@ -116,8 +126,8 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
                     f"{record['bad_run']} non-finite losses in a row at step {step}; the last "
                     f"good checkpoint is intact: lower train.max_lr or set train.clip_norm"
                 )
-        if step % cfg.train.eval_every == 0 or step % cfg.train.save_every == 0 or last:
-            best = evaluate_and_save(run, step, best, batches, log, last)
+        if may_save:
+            best = evaluate_and_save(run, step, best, batches, log, last, record["bad_run"])
     bar.close()
     return run
 
@@ -147,7 +157,13 @@ def log_step(run: Run, step: int, stats: StepStats, seconds: float, bar: Any) ->
 
 
 def evaluate_and_save(
-    run: Run, step: int, best: list | None, batches: Batches, log: MetricsLog | None, last: bool
+    run: Run,
+    step: int,
+    best: list | None,
+    batches: Batches,
+    log: MetricsLog | None,
+    last: bool,
+    bad_run: int,
 ) -> list | None:
     acc, cfg = run.accelerator, run.cfg
     record, better = None, False
@@ -160,7 +176,7 @@ def evaluate_and_save(
             log.write(record)
     if step % cfg.train.save_every == 0 or last or better:
         state = {
-            "step": step, "best": best,
+            "step": step, "best": best, "bad_run": bad_run,
             "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
             "rng": rng_state(), "data": batches.state_dict(),
         }  # fmt: skip

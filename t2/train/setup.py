@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedDataParallelKwargs, set_seed
+from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, set_seed
 
 from t2.config import Config, TrainConfig
 from t2.data import (
@@ -91,7 +92,11 @@ def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
         cpu=not torch.cuda.is_available(),  # Accelerate detects torchrun on CPU only so (gloo)
         mixed_precision=mixed_precision(cfg.train.mixed_precision),
         log_with="wandb" if wandb != "disabled" else None,
-        kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)],
+        kwargs_handlers=[
+            DistributedDataParallelKwargs(broadcast_buffers=False),
+            # rank 0 alone validates and scores the test split while the others wait
+            InitProcessGroupKwargs(timeout=timedelta(hours=2)),
+        ],
     )
 
 
