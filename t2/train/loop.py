@@ -36,7 +36,8 @@ class Batches:
         if state:
             run.sampler.load_state_dict(state)
             self.epoch, self.position = state["epoch"], state["position"]
-        run.sampler.set_epoch(self.epoch) if not state else None
+        else:
+            run.sampler.set_epoch(0)
         self.it = iter(run.loader)
 
     def __next__(self) -> dict[str, torch.Tensor]:
@@ -93,13 +94,11 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
     if resume and not ckpt and acc.is_main_process:
         print(f"resume: no complete checkpoint in {run.run_dir}; starting a new run")
     log = MetricsLog(run.run_dir, step if ckpt else None) if acc.is_main_process else None
-    init_wandb(acc, cfg, recipe, run.run_dir, wandb) if acc.is_main_process else None
+    if acc.is_main_process:
+        init_wandb(acc, cfg, recipe, run.run_dir, wandb)
     bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
-    stats, pad, t0 = (
-        StepStats.zeros(acc.device, bad_run),
-        run.tokenizer.pad_token_id,
-        time.perf_counter(),
-    )
+    stats, pad = StepStats.zeros(acc.device, bad_run), run.tokenizer.pad_token_id
+    t0 = time.perf_counter()
     # a bar on a terminal; in a log file (not a TTY) one line per logged step instead
     bar = tqdm(total=cfg.train.max_steps, initial=step,
                disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
