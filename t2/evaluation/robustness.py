@@ -16,7 +16,6 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
-import torch
 from rich.table import Table
 from transformers import PreTrainedTokenizerFast
 
@@ -24,8 +23,8 @@ from t2.config import Config
 from t2.data import collate, encode_source
 from t2.decoding.search import BOS, EOS, PAD
 from t2.evaluation.evaluate import decode_ids, length_batches
+from t2.evaluation.forced import teacher_forced as forced_figures
 from t2.evaluation.scoring import score_corpus
-from t2.model.loss import smoothed_cross_entropy
 from t2.model.transformer import Transformer
 
 Perturbation = Callable[[list[int], random.Random], list[int]]
@@ -89,35 +88,17 @@ class ConditionResult:
     position_accuracy: list[float]  # accuracy at target position 0, 1, 2, ...
 
 
-@torch.no_grad()
 def teacher_forced(
     model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int
 ) -> tuple[float, float, list[float]]:
     """Mean token cross-entropy, token accuracy and accuracy per target position."""
     device = next(model.parameters()).device
-    loss_sum, tokens, correct = 0.0, 0, 0
-    pos_correct: list[int] = []
-    pos_total: list[int] = []
-    for batch in length_batches([len(t) for t in tgt_ids], batch_size):
-        examples = [{"src_ids": src_ids[i], "tgt_ids": tgt_ids[i]} for i in batch]
-        data = {k: v.to(device) for k, v in collate(examples, PAD).items()}
-        logits = model(data["src"], data["tgt_in"])  # (B, T, V)
-        loss, n = smoothed_cross_entropy(logits, data["tgt_out"], PAD, 0.0)
-        real = data["tgt_out"].ne(PAD)  # (B, T)
-        hits = logits.argmax(-1).eq(data["tgt_out"]) & real
-        loss_sum, tokens, correct = (
-            loss_sum + loss.item(),
-            tokens + int(n),
-            correct + int(hits.sum()),
-        )
-        width = real.shape[1]
-        pos_correct += [0] * (width - len(pos_correct))
-        pos_total += [0] * (width - len(pos_total))
-        for t, (c, m) in enumerate(zip(hits.sum(0).tolist(), real.sum(0).tolist(), strict=True)):
-            pos_correct[t] += c
-            pos_total[t] += m
-    position = [c / m for c, m in zip(pos_correct, pos_total, strict=True) if m]
-    return loss_sum / max(tokens, 1), correct / max(tokens, 1), position
+    batches = (
+        collate([{"src_ids": src_ids[i], "tgt_ids": tgt_ids[i]} for i in batch], PAD)
+        for batch in length_batches([len(t) for t in tgt_ids], batch_size)
+    )
+    figures = forced_figures(model, batches, PAD, device)
+    return figures["loss"], figures["accuracy"], figures["position_accuracy"]
 
 
 def run_suite(

@@ -8,31 +8,17 @@ from typing import Any
 import torch
 
 from t2.config import DecodeConfig
-from t2.model.loss import smoothed_cross_entropy
 
 
-@torch.no_grad()
 def teacher_forced(
     model: torch.nn.Module, loader: Any, pad_id: int, device: torch.device
 ) -> dict[str, float]:
     """Per-token cross-entropy (no smoothing), perplexity and next-token accuracy."""
+    from t2.evaluation.forced import teacher_forced as forced_figures
+
     model.eval()
-    loss = tokens = correct = torch.zeros((), device=device)
-    for batch in loader:
-        batch = {k: v.to(device) for k, v in batch.items()}
-        logits = model(batch["src"], batch["tgt_in"])
-        batch_loss, n = smoothed_cross_entropy(logits, batch["tgt_out"], pad_id, 0.0)
-        real = batch["tgt_out"].ne(pad_id)
-        loss = loss + batch_loss
-        tokens = tokens + n
-        correct = correct + (logits.argmax(-1).eq(batch["tgt_out"]) & real).sum()
-    n_tokens = max(tokens.item(), 1.0)
-    mean = loss.item() / n_tokens
-    return {
-        "loss": mean,
-        "ppl": float(torch.tensor(mean).exp()),
-        "accuracy": correct.item() / n_tokens,
-    }
+    figures = forced_figures(model, loader, pad_id, device)
+    return {k: figures[k] for k in ("loss", "ppl", "accuracy")}
 
 
 def greedy_scores(
