@@ -37,9 +37,9 @@ def main() -> None:
     import torch
     from rich.console import Console
 
-    from t2.evaluation.evaluate import load_checkpoint
     from t2.evaluation.robustness import run_suite, side_by_side, to_json
     from t2.evaluation.scoring import local_testset
+    from t2.rundir import RunDir, load_run
 
     if args.batch_size < 1 or args.max_sentences < 0:
         raise ConfigError("--batch-size must be at least 1 and --max-sentences at least 0")
@@ -51,8 +51,8 @@ def main() -> None:
     sources, references = data.sources[:limit], data.references[0][:limit]
     results = {}
     for path in args.checkpoint:
-        model, cfg, tokenizer, ckpt = load_checkpoint(path, 0, device)
-        label = f"{ckpt.parent.parent.name}/{ckpt.name} ({cfg.model.positional})"
+        model, cfg, tokenizer, ckpt = load_run(path, 0, device)
+        label = f"{RunDir.of(ckpt).path.name}/{ckpt.name} ({cfg.model.positional})"
         if label in results:
             label = f"{label} #{len(results) + 1}"
         results[label] = run_suite(

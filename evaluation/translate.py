@@ -39,10 +39,11 @@ def main() -> None:
 
     import torch
 
-    from t2.evaluation.evaluate import load_checkpoint, translate_stream
+    from t2.evaluation.evaluate import translate_stream
+    from t2.rundir import load_run
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, cfg, tokenizer, _ = load_checkpoint(args.checkpoint, args.average_last, device)
+    model, cfg, tokenizer, _ = load_run(args.checkpoint, args.average_last, device)
     changes = {"beam_size": args.beam, "lenpen": args.lenpen, "batch_size": args.batch_size}
     decode = dataclasses.replace(
         cfg.decode, nbest=args.nbest, **{k: v for k, v in changes.items() if v is not None}

@@ -1,3 +1,3 @@
 """t2: encoder-decoder Transformers for translation from registered components."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

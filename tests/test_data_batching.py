@@ -88,10 +88,34 @@ def sampler_at_epoch(epoch: int) -> BatchSampler:
     return s
 
 
-def test_state_from_another_setup_is_refused() -> None:
+def test_state_from_another_setup_is_refused_naming_the_key() -> None:
     state = sampler().state_dict()
-    with pytest.raises(DataError, match="resume with the same data, batch settings"):
+    with pytest.raises(DataError, match="saved with data.max_tokens=1024, now 512"):
         sampler(max_tokens=512).load_state_dict(state)
+    with pytest.raises(DataError, match="saved with train.seed=1, now 2"):
+        sampler(seed=2).load_state_dict(state)
+    with pytest.raises(DataError, match="training data differ"):
+        BatchSampler(SRC[:-1], TGT[:-1], 1024, 0, 1, True).load_state_dict(state)
+
+
+@pytest.mark.parametrize(("saved", "resumed"), [(2, 1), (1, 2), (2, 3), (3, 2)])
+def test_a_position_saved_with_w_processes_resumes_with_another_number(saved, resumed) -> None:
+    """The global position: what W processes had not consumed yet, W' processes consume,
+    each batch exactly once (the cut is for 6 batches a step: 2 x 3 and 3 x 2 alike)."""
+    full = list(sampler(step_batches=6))
+    before = [sampler(rank=r, world_size=saved, step_batches=6) for r in range(saved)]
+    its = [iter(s) for s in before]
+    steps = 5
+    consumed = [next(it) for _ in range(steps * 6 // saved) for it in its]
+    state = before[0].state_dict()
+    assert state["position"] == steps * 6
+    after = [sampler(rank=r, world_size=resumed, step_batches=6) for r in range(resumed)]
+    for s in after:
+        s.load_state_dict(state)
+    rest = [list(s) for s in after]
+    assert sorted(consumed + [b for r in rest for b in r]) == sorted(full)
+    for r, batches in enumerate(rest):  # rank r takes global batches 30 + r, 30 + r + W', ...
+        assert batches == full[steps * 6 + r :: resumed]
 
 
 def test_bad_settings_fail_with_the_fix() -> None:
@@ -100,7 +124,7 @@ def test_bad_settings_fail_with_the_fix() -> None:
         sampler(max_tokens=64)
     with pytest.raises(DataError, match="set data.max_tokens .* or data.batch_size"):
         sampler(max_tokens=0, batch_size=0)
-    with pytest.raises(DataError, match="cannot feed 4 processes"):
+    with pytest.raises(DataError, match="cannot feed 4 per step"):
         BatchSampler([3, 3], [3, 3], 100, 0, 1, True, rank=0, world_size=4)
 
 

@@ -37,7 +37,7 @@ def task_cfg(tmp_path: Path, **kw) -> DataConfig:
 def test_quickstart_data_section_runs_end_to_end(tmp_path: Path) -> None:
     cfg = load_config("quickstart", ["data.task_train_size=300", "data.task_eval_size=40"]).data
     cfg = replace(cfg, cache_dir=str(tmp_path))
-    tok = prepare_tokenizer(cfg, tmp_path / "run", seed=1)
+    tok = prepare_tokenizer(cfg, tmp_path / "run" / "tokenizer", seed=1)
     train = encode_pairs(load_pairs(cfg, "train", 1), tok, cfg, "train")
     valid = encode_pairs(load_pairs(cfg, "valid", 1), tok, cfg, "valid")
     assert len(valid) == 40 and not set(valid["src"]) & set(train["src"])

@@ -99,14 +99,14 @@ def test_foreign_special_token_ids_are_refused(tmp_path: Path, tokenizer) -> Non
 def test_prepare_tokenizer_trains_once_then_reuses(tmp_path: Path, capsys) -> None:
     cfg = DataConfig(train="task:fake_dates", task_train_size=300, vocab_size=120,
                      cache_dir=str(tmp_path / "cache"))  # fmt: skip
-    run = tmp_path / "run"
-    first = prepare_tokenizer(cfg, run, seed=1)
-    assert (run / "tokenizer" / "tokenizer.json").is_file()
+    folder = tmp_path / "run" / "tokenizer"
+    first = prepare_tokenizer(cfg, folder, seed=1)
+    assert (folder / "tokenizer.json").is_file()
     assert "training a joint BPE of 120 on 300 pairs" in capsys.readouterr().out
-    again = prepare_tokenizer(cfg, run, seed=1)
-    assert f"reusing {run / 'tokenizer'}" in capsys.readouterr().out
+    again = prepare_tokenizer(cfg, folder, seed=1)
+    assert f"reusing {folder}" in capsys.readouterr().out
     assert again.get_vocab() == first.get_vocab()
-    named = DataConfig(tokenizer=str(run / "tokenizer"))
+    named = DataConfig(tokenizer=str(folder))
     assert prepare_tokenizer(named, None, seed=1).get_vocab() == first.get_vocab()
     assert "(data.tokenizer)" in capsys.readouterr().out
     in_memory = prepare_tokenizer(cfg, None, seed=1)  # no run folder: trained, not saved

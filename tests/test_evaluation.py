@@ -23,9 +23,10 @@ from test_evaluation_helpers import (
 
 from t2.config import DataConfig, DecodeConfig
 from t2.errors import CheckpointError, DataError
-from t2.evaluation.evaluate import EvalOptions, evaluate, load_checkpoint, translate
+from t2.evaluation.evaluate import EvalOptions, evaluate, translate
 from t2.evaluation.scoring import load_testset, score_corpus
 from t2.model.transformer import Transformer
+from t2.rundir import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,7 +99,7 @@ def test_recipe_test_split_is_the_default(toy, files, tmp_path):
     """Without --src/--ref or --testset, the run's data.test is translated."""
     run, model, tokenizer = toy
     prefix = files[0].with_suffix("")
-    cfg = load_checkpoint(run)[1]
+    cfg = load_run(run)[1]
     data = DataConfig(
         test=f"files:{prefix}", src_lang="src", tgt_lang="tgt", cache_dir=str(tmp_path / "cache")
     )

@@ -13,10 +13,9 @@ from safetensors.torch import load_file
 from test_evaluation_helpers import tiny_config, write_run
 
 from t2.config import Config
-from t2.decoding.average import average_checkpoints, average_weights, last_checkpoints
 from t2.errors import CheckpointError
-from t2.evaluation.evaluate import load_checkpoint
 from t2.model.transformer import Transformer
+from t2.rundir import RunDir, average_checkpoints, average_weights, last_checkpoints, load_run
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -29,12 +28,12 @@ def test_mismatched_checkpoints_fail_clearly(toy, tmp_path):
     wider = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, d_ff=96))
     (ckpt / "config.yaml").write_text(wider.to_yaml())
     with pytest.raises(CheckpointError, match="does not fit this"):
-        load_checkpoint(run)
+        load_run(run)
     other_vocab = tiny_config(len(tokenizer) + 8)
     torch.manual_seed(0)
     write_run(tmp_path / "vocab", Transformer(other_vocab.model), other_vocab, tokenizer)
     with pytest.raises(CheckpointError, match="tokens but checkpoint .* vocabulary of"):
-        load_checkpoint(tmp_path / "vocab")
+        load_run(tmp_path / "vocab")
 
 
 def test_average_of_the_last_checkpoints(toy, tmp_path):
@@ -52,7 +51,7 @@ def test_average_of_the_last_checkpoints(toy, tmp_path):
     expected = (models[1].src_embed.weight + models[2].src_embed.weight) / 2
     torch.testing.assert_close(weights["src_embed.weight"], expected.detach())
     assert average_weights(found).keys() == weights.keys()
-    model, _, _, ckpt = load_checkpoint(tmp_path / "run", average_last=2)
+    model, _, _, ckpt = load_run(tmp_path / "run", average_last=2)
     assert ckpt == averaged and last_checkpoints(tmp_path / "run", 3)[-1].name == "step-0000003"
     torch.testing.assert_close(model.decoder[0].ffn.state_dict(), _mean_ffn(models[1:]))
     with pytest.raises(CheckpointError, match="needs 4 complete checkpoints"):
@@ -78,11 +77,11 @@ def test_pickled_weights_are_never_unpickled(toy, tmp_path, monkeypatch):
     run = write_run(tmp_path / "run", model, cfg, tokenizer, steps=(1, 2))
     mark = tmp_path / "pickle-ran"
     monkeypatch.setenv("T2_PICKLE_MARK", str(mark))
-    torch.save(
-        {"src_embed.weight": _Boom()}, run / "checkpoints" / "step-0000002" / "model.safetensors"
-    )
+    ckpt = RunDir(run).checkpoint(2)
+    torch.save({"src_embed.weight": _Boom()}, ckpt / "model.safetensors")
+    (ckpt / "meta.json").unlink()  # no checksum (format 1): the safetensors reader must refuse
     with pytest.raises(CheckpointError, match="cannot read"):
-        load_checkpoint(run)
+        load_run(run)
     with pytest.raises(CheckpointError, match="cannot read"):
         average_checkpoints(run, 2)
     assert not mark.exists()

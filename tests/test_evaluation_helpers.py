@@ -11,11 +11,11 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerFast
 
-from t2.checkpoint import COMPLETE, save_weights
 from t2.config import Config, ModelConfig
 from t2.data import train_tokenizer
 from t2.model.loss import smoothed_cross_entropy
 from t2.model.transformer import Transformer
+from t2.rundir import RunDir, save_checkpoint
 
 SOURCE_WORDS = "eins zwei drei vier fünf sechs sieben acht neun zehn haus baum hund katze"
 TARGET_WORDS = "one two three four five six seven eight nine ten house tree dog cat"
@@ -91,11 +91,7 @@ def write_run(run: Path, model: Transformer, cfg: Config, tokenizer, steps=(100,
     tokenizer.save_pretrained(str(run / "tokenizer"))
     (run / "config.yaml").write_text(cfg.to_yaml())
     for step in steps:
-        ckpt = run / "checkpoints" / f"step-{step:07d}"
-        ckpt.mkdir(parents=True)
-        save_weights(model, ckpt)
-        (ckpt / "config.yaml").write_text(cfg.to_yaml())
-        (ckpt / COMPLETE).touch()
+        save_checkpoint(RunDir(run), step, model, cfg, {"step": step}, keep_last=100)
     return run
 
 

@@ -11,7 +11,6 @@ from accelerate import Accelerator
 from t2.config import Config, ModelConfig, TrainConfig
 from t2.errors import T2Error
 from t2.model.transformer import Transformer
-from t2.train.checkpointing import latest_checkpoint, load_training_state, save_checkpoint
 from t2.train.lr_find import step_loss, suggest
 from t2.train.optim import build_optimizer, build_scheduler, param_groups, peak_lr
 from t2.train.step import StepStats, train_step
@@ -78,9 +77,16 @@ def _batch() -> dict[str, torch.Tensor]:
     }
 
 
-def test_a_non_finite_step_is_skipped_without_changing_weights():
+@pytest.mark.parametrize("precision", ["no", "bf16", "fp16"])  # fp16: bf16 on this CPU
+def test_a_non_finite_step_is_skipped_without_changing_weights(precision, capsys):
+    from accelerate.state import AcceleratorState
+
+    from t2.train.setup import mixed_precision
+
     torch.manual_seed(0)
-    acc = Accelerator(cpu=True)
+    AcceleratorState._reset_state(reset_partial_state=True)  # a new precision per test
+    acc = Accelerator(cpu=True, mixed_precision=mixed_precision(precision, cuda=False))
+    assert acc.mixed_precision == ("no" if precision == "no" else "bf16")
     model = Transformer(TINY)
     opt = build_optimizer(model, TrainConfig(), TINY.d_model)
     model, opt = acc.prepare(model, opt)
@@ -96,35 +102,16 @@ def test_a_non_finite_step_is_skipped_without_changing_weights():
     for k, v in model.state_dict().items():
         assert torch.equal(v, before[k]) or torch.isnan(v).any(), k
     assert math.isfinite(stats.loss.item())  # skipped steps add nothing to the logged loss
+    AcceleratorState._reset_state(reset_partial_state=True)
 
 
-def test_a_checkpoint_cut_off_while_written_is_never_loaded(tmp_path):
-    model = Transformer(TINY)
-    cfg = Config(model=TINY)
-    first = save_checkpoint(tmp_path, 1, model, cfg, {"step": 1}, keep_last=3)
-    second = save_checkpoint(tmp_path, 2, model, cfg, {"step": 2}, keep_last=3)
-    assert latest_checkpoint(tmp_path) == second
-    (second / "COMPLETE").unlink()  # as if killed before the marker was written
-    (tmp_path / "checkpoints" / ".tmp-step-0000003").mkdir()  # killed before the rename
-    assert latest_checkpoint(tmp_path) == first
-    assert load_training_state(first, Transformer(TINY))["step"] == 1
+def test_fp16_without_a_loss_scaler_falls_back_to_bf16_and_says_so(capsys):
+    from t2.train.setup import mixed_precision
 
-
-def test_keep_last_prunes_old_checkpoints(tmp_path):
-    model, cfg = Transformer(TINY), Config(model=TINY)
-    for step in range(1, 5):
-        save_checkpoint(tmp_path, step, model, cfg, {"step": step}, keep_last=2)
-    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
-    assert names == ["step-0000003", "step-0000004"]
-
-
-def test_keep_last_keeps_the_best_and_drops_the_best_it_replaced(tmp_path):
-    model, cfg = Transformer(TINY), Config(model=TINY)
-    for step, best in ((1, True), (2, False), (3, True), (4, False)):
-        save_checkpoint(tmp_path, step, model, cfg, {"step": step}, keep_last=1, best=best)
-        kept = sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*"))
-        marked = (tmp_path / "checkpoints" / "best").read_text().strip()
-        assert kept == sorted({marked, f"step-{step:07d}"}), (step, kept)
+    assert mixed_precision("fp16", cuda=False) == "bf16"
+    assert "fp16 needs CUDA's loss scaler; using bf16" in capsys.readouterr().out
+    assert mixed_precision("fp16", cuda=True) == "fp16"
+    assert mixed_precision("auto", cuda=False) == "no" and mixed_precision("no") == "no"
 
 
 def test_lr_suggestion_is_the_steepest_descent_before_divergence():

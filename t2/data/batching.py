@@ -2,13 +2,16 @@
 
 Sentences are sorted by length with random tie-breaking, cut greedily into batches whose
 padded size (longest side x sentences) stays within the budget, and the batches shuffled.
-Every rank builds the same list from the seed and takes every world_size-th batch.
+Every rank builds the same global list from the seed and takes every world_size-th batch;
+the position in it counts the batches of all processes, so resume works on any number.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from itertools import chain
+from typing import Any
 
 import datasets
 import numpy as np
@@ -19,7 +22,14 @@ from t2.errors import DataError
 
 
 class BatchSampler:
-    """Lists of dataset indices per batch, deterministic given seed and epoch, resumable."""
+    """This process's batches (lists of dataset indices), deterministic given seed and epoch.
+
+    Every process builds the same global list of an epoch's batches, cut to a multiple of
+    `step_batches` (processes x accumulate: the batches of one optimizer step), and takes
+    every `world_size`-th from its rank. `position` counts the batches consumed by all
+    processes in the epoch, so a run saved with W processes resumes with W' and continues
+    with exactly the batches not consumed yet. The loader advances it (see ResumableLoader).
+    """
 
     def __init__(
         self,
@@ -31,16 +41,19 @@ class BatchSampler:
         shuffle: bool,
         rank: int = 0,
         world_size: int = 1,
+        step_batches: int = 0,
     ) -> None:
         self.sizes = np.maximum(np.asarray(src_lengths), np.asarray(tgt_lengths)).astype(np.int64)
         self.min_sizes = np.minimum(np.asarray(src_lengths), np.asarray(tgt_lengths))
         self.max_tokens, self.batch_size = max_tokens, batch_size
         self.seed, self.shuffle = seed, shuffle
         self.rank, self.world_size = rank, world_size
+        self.step_batches = step_batches or world_size
         self.epoch, self.position = 0, 0
-        self._cache: tuple[int, list[list[int]]] | None = None
-        if not 0 <= rank < world_size:
-            raise DataError(f"rank {rank} is outside world size {world_size}")
+        self._cache: tuple[int, list[np.ndarray]] | None = None
+        if not 0 <= rank < world_size or self.step_batches % world_size:
+            raise DataError(f"rank {rank}, world size {world_size} and {step_batches} batches "
+                            f"per step do not fit together")  # fmt: skip
         if len(self.sizes) == 0:
             raise DataError("no pairs to batch; check the data source and filters")
         if max_tokens <= 0 and batch_size <= 0:
@@ -51,14 +64,14 @@ class BatchSampler:
                 f"pair {i} has {self.sizes[i]} tokens, more than data.max_tokens={max_tokens}; "
                 f"raise data.max_tokens or lower data.max_tokens_per_sentence"
             )
-        if len(self._epoch_batches(0)) < world_size:
+        if len(self._global(0)) == 0:
             raise DataError(
-                f"{len(self._epoch_batches(0))} batches cannot feed {world_size} processes; "
-                f"lower data.max_tokens or data.batch_size"
+                f"{len(self._all_batches(0))} batches cannot feed {self.step_batches} per step "
+                f"(processes x train.accumulate); lower data.max_tokens or data.batch_size"
             )
 
     def _all_batches(self, epoch: int) -> list[np.ndarray]:
-        """Every batch of an epoch, before sharding."""
+        """Every batch of an epoch, before the cut and sharding."""
         rng = np.random.default_rng([self.seed, epoch])
         n = len(self.sizes)
         if self.max_tokens <= 0:
@@ -72,13 +85,11 @@ class BatchSampler:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 
-    def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        """This rank's batches: the list cut to a multiple of world_size, every W-th from rank."""
+    def _global(self, epoch: int) -> list[np.ndarray]:
+        """The epoch's batches of all processes, cut to whole optimizer steps."""
         if self._cache is None or self._cache[0] != epoch:
             batches = self._all_batches(epoch)
-            usable = len(batches) // self.world_size * self.world_size
-            mine = [b.tolist() for b in batches[self.rank : usable : self.world_size]]
-            self._cache = (epoch, mine)
+            self._cache = (epoch, batches[: len(batches) // self.step_batches * self.step_batches])
         return self._cache[1]
 
     def set_epoch(self, epoch: int) -> None:
@@ -87,27 +98,43 @@ class BatchSampler:
             self.epoch, self.position = epoch, 0
 
     def __len__(self) -> int:
-        return len(self._epoch_batches(self.epoch))
+        """This process's batches in the epoch."""
+        return len(range(self.rank, len(self._global(self.epoch)), self.world_size))
 
     def __iter__(self) -> Iterator[list[int]]:
-        epoch = self.epoch
-        batches = self._epoch_batches(epoch)
-        for i in range(self.position, len(batches)):
-            self.epoch, self.position = epoch, i + 1
-            yield batches[i]
+        """This process's rest of the epoch. Iterated directly, the position follows what is
+        yielded; through a prefetching loader, ResumableLoader sets it to what was handed out."""
+        epoch, batches = self.epoch, self._global(self.epoch)
+        for i in range(self.position + self.rank, len(batches), self.world_size):
+            self.epoch, self.position = epoch, i - self.rank + self.world_size
+            yield batches[i].tolist()
         self.epoch, self.position = epoch + 1, 0  # the next pass reshuffles
 
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "batches": len(self)}
+    def plan(self) -> dict[str, Any]:
+        """What fixes the global list of batches; a resume must find the same."""
+        digest = hashlib.sha256(self.sizes.tobytes() + self.min_sizes.astype(np.int64).tobytes())
+        return {"train.seed": self.seed, "data.max_tokens": self.max_tokens,
+                "data.batch_size": self.batch_size, "pairs": len(self.sizes),
+                "lengths": digest.hexdigest()[:16]}  # fmt: skip
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue after the last batch yielded when `state` was taken."""
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
-        if "batches" in state and state["batches"] != len(self):
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "position": self.position, "plan": self.plan()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue after the last batch consumed (by all processes) when `state` was taken."""
+        saved, now = state["plan"], self.plan()
+        for key in ("train.seed", "data.max_tokens", "data.batch_size"):
+            if saved[key] != now[key]:
+                raise DataError(
+                    f"the run was saved with {key}={saved[key]}, now {now[key]}: the batches "
+                    f"would differ; resume with --set {key}={saved[key]} or start a new run"
+                )
+        if (saved["pairs"], saved["lengths"]) != (now["pairs"], now["lengths"]):
             raise DataError(
-                f"the loader state is for {state['batches']} batches per epoch, this loader has "
-                f"{len(self)}; resume with the same data, batch settings and number of processes"
+                f"the training data differ from the saved run's ({saved['pairs']} pairs then, "
+                f"{now['pairs']} now): resume with the same data.train and cleaning settings"
             )
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
 def _greedy_bounds(sizes: list[int], max_tokens: int) -> list[int]:
@@ -153,15 +180,33 @@ class _Collate:
 
 
 class ResumableLoader(DataLoader):
-    """A DataLoader whose sampler position counts the batches handed out, not prefetched."""
+    """A DataLoader that moves its sampler's position by the batches handed out, not those
+    prefetched: each one handed out means one consumed by every process."""
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         sampler: BatchSampler = self.batch_sampler  # type: ignore[assignment]
         epoch, start = sampler.epoch, sampler.position
-        for k, batch in enumerate(super().__iter__(), start + 1):
-            sampler.epoch, sampler.position = epoch, k
+        for k, batch in enumerate(super().__iter__(), 1):
+            sampler.epoch, sampler.position = epoch, start + k * sampler.world_size
             yield batch
-        sampler.epoch, sampler.position = epoch + 1, 0
+        sampler.epoch, sampler.position = epoch + 1, 0  # the next pass reshuffles
+
+
+class Batches:
+    """Micro-batches without end, epoch after epoch; the sampler holds the position."""
+
+    def __init__(self, loader: ResumableLoader) -> None:
+        self.loader, self.it = loader, iter(loader)
+
+    def __iter__(self) -> Batches:
+        return self
+
+    def __next__(self) -> dict[str, torch.Tensor]:
+        try:
+            return next(self.it)
+        except StopIteration:  # the loader moved its sampler to the next epoch
+            self.it = iter(self.loader)
+            return next(self.it)
 
 
 def make_loader(

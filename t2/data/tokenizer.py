@@ -106,25 +106,26 @@ def load_tokenizer(folder: str | Path) -> PreTrainedTokenizerFast:
 
 
 def prepare_tokenizer(
-    cfg: DataConfig, run_dir: Path | None, seed: int, reuse: bool = True
+    cfg: DataConfig, folder: Path | None, seed: int, reuse: bool = True
 ) -> PreTrainedTokenizerFast:
-    """data.tokenizer if set, else run_dir/tokenizer if `reuse` (resume), else train on the
-    train split. A new run passes reuse=False: a tokenizer left by a run that failed before
-    its first checkpoint may come from other data or another vocab_size."""
+    """data.tokenizer if set, else `folder` (a run's tokenizer/) if `reuse` (resume), else
+    train on the train split and save it to `folder`. A new run passes reuse=False: a
+    tokenizer left by a run that failed before its first checkpoint may come from other
+    data or another vocab_size."""
     if cfg.tokenizer:
         print(f"tokenizer: loading {cfg.tokenizer} (data.tokenizer)", flush=True)
         return load_tokenizer(cfg.tokenizer)
-    if reuse and run_dir is not None and (Path(run_dir) / "tokenizer").is_dir():
-        print(f"tokenizer: reusing {Path(run_dir) / 'tokenizer'}", flush=True)
-        return load_tokenizer(Path(run_dir) / "tokenizer")
+    if reuse and folder is not None and Path(folder).is_dir():
+        print(f"tokenizer: reusing {folder}", flush=True)
+        return load_tokenizer(folder)
     pairs = load_pairs(cfg, "train", seed)
     texts = both_sides(pairs)
     print(f"tokenizer: training a joint BPE of {cfg.vocab_size} on {len(pairs)} pairs", flush=True)
     args = (cfg.vocab_size, cfg.min_frequency, cfg.split_digits)
-    if run_dir is not None:
-        return train_tokenizer(texts, *args, Path(run_dir) / "tokenizer")
+    if folder is not None:
+        return train_tokenizer(texts, *args, Path(folder))
     with tempfile.TemporaryDirectory() as tmp:
-        return train_tokenizer(texts, *args, Path(tmp) / "tokenizer")
+        return train_tokenizer(texts, *args, Path(tmp) / "bpe")
 
 
 def both_sides(pairs: datasets.Dataset) -> Iterator[str]:

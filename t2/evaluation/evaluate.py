@@ -16,14 +16,13 @@ from rich.table import Table
 from torch.nn.utils.rnn import pad_sequence
 from transformers import PreTrainedTokenizerFast
 
-from t2.checkpoint import load_model, resolve_checkpoint
-from t2.config import Config, DecodeConfig
-from t2.data import encode_source, load_tokenizer
-from t2.decoding.average import average_checkpoints
+from t2.config import DecodeConfig
+from t2.data import encode_source
 from t2.decoding.search import PAD, Hypothesis, search
-from t2.errors import CheckpointError, ConfigError, DataError
+from t2.errors import ConfigError, DataError
 from t2.evaluation.scoring import TestSet, choose_testset, score_corpus
 from t2.model.transformer import Transformer
+from t2.rundir import eval_folder, load_run
 
 
 def _check_lengths(
@@ -137,30 +136,6 @@ def translate_stream(
         yield translate_nbest(model, tokenizer, chunk, decode_cfg, device, src_bos)
 
 
-def load_checkpoint(
-    path: str | Path, average_last: int = 0, device: torch.device | str = "cpu"
-) -> tuple[Transformer, Config, PreTrainedTokenizerFast, Path]:
-    """Model, config, tokenizer and checkpoint folder of a run directory or a checkpoint;
-    with `average_last` N, the mean of the last N checkpoints."""
-    ckpt = average_checkpoints(path, average_last) if average_last else resolve_checkpoint(path)
-    model, cfg = load_model(ckpt, device)
-    folder = ckpt.parent.parent / "tokenizer"
-    if not folder.is_dir() and cfg.data.tokenizer:
-        folder = Path(cfg.data.tokenizer)
-    if not folder.is_dir():
-        raise CheckpointError(
-            f"no tokenizer/ folder in the run directory {ckpt.parent.parent}; "
-            f"pass a checkpoint inside a run directory written by train.py"
-        )
-    tokenizer = load_tokenizer(folder)
-    if len(tokenizer) != cfg.model.vocab_size:
-        raise CheckpointError(
-            f"tokenizer {folder} has {len(tokenizer)} tokens but checkpoint {ckpt} has a "
-            f"vocabulary of {cfg.model.vocab_size}; use the tokenizer of the same run"
-        )
-    return model, cfg, tokenizer, ckpt
-
-
 @dataclass(frozen=True)
 class EvalOptions:
     """What evaluate_model.py asks for; None keeps the run's own decode settings."""
@@ -186,14 +161,14 @@ def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
 
 def evaluate(opts: EvalOptions) -> dict[str, Any]:
     """Translate a test set, score it with sacreBLEU, write hyps.txt and scores.json."""
-    model, cfg, tokenizer, ckpt = load_checkpoint(opts.checkpoint, opts.average_last, opts.device)
+    model, cfg, tokenizer, ckpt = load_run(opts.checkpoint, opts.average_last, opts.device)
     data = choose_testset(cfg, opts.src, opts.ref, opts.testset, opts.langpair)
     decode = decode_settings(cfg.decode, opts)
     start = time.perf_counter()
     hyps = translate(model, tokenizer, data.sources, decode, opts.device, cfg.data.src_bos)
     seconds = time.perf_counter() - start
     scores = score_corpus(hyps, data.references)
-    out = Path(opts.out) if opts.out else ckpt / f"eval-{data.tag}"
+    out = Path(opts.out) if opts.out else eval_folder(ckpt, data.tag)
     out.mkdir(parents=True, exist_ok=True)
     (out / "hyps.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     report = {

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from t2.checkpoint import load_weights, resolve_checkpoint
 from t2.config import Config
 from t2.data import encode_pairs, load_pairs
+from t2.rundir import load_weights, resolve
 
 
 def run_training(
@@ -22,7 +22,7 @@ def run_training(
     results: dict[str, Any] = {}
     if acc.is_main_process:
         model = acc.unwrap_model(run.model)
-        best = resolve_checkpoint(run.run_dir)
+        best = resolve(run.run_dir.path)
         load_weights(model, best)
         pairs = load_pairs(run.cfg.data, "test", run.cfg.train.seed)
         encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")

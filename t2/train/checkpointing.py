@@ -1,25 +1,19 @@
-"""Training checkpoints, written atomically.
+"""What a training checkpoint holds beyond the weights, and how a run is restored from it.
 
-A checkpoint is assembled in `checkpoints/.tmp-step-N/` and renamed to `step-N/` after
-its `COMPLETE` marker is written, so a process killed mid-write leaves only a `.tmp-`
-folder, which is never loaded and is removed by the next save. The training state
-(optimizer, scheduler, RNG, data position) loads with `weights_only=True`: no pickle.
+The state (optimizer, scheduler, RNG, data position, best score, non-finite streak) is
+written and read by t2.rundir; here it is gathered from a run and put back into one.
 """
 
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from t2.checkpoint import COMPLETE, list_checkpoints, load_weights, save_weights
-from t2.config import Config
 from t2.errors import CheckpointError
-
-STATE = "training_state.pt"
+from t2.rundir import load_training_state, load_weights
 
 
 def rng_state() -> dict[str, Any]:
@@ -40,57 +34,32 @@ def _as_tuple(value: Any) -> Any:
     return tuple(_as_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-def save_checkpoint(
-    run_dir: Path, step: int, model: torch.nn.Module, cfg: Config, state: dict[str, Any],
-    keep_last: int, best: bool = False,
-) -> Path:  # fmt: skip
-    """Write step-N atomically, mark it as the best if `best`, then prune all but the last
-    `keep_last` and the best (marked first, so that the best it replaces is pruned now)."""
-    folder = Path(run_dir) / "checkpoints"
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob(".tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    final = folder / f"step-{step:07d}"
-    tmp = folder / f".tmp-{final.name}"
-    tmp.mkdir()
-    save_weights(model, tmp)
-    (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-    torch.save(state, tmp / STATE)
-    (tmp / COMPLETE).touch()
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
-    if best:
-        mark_best(run_dir, final)
-    _prune(folder, keep_last)
-    return final
+def training_state(run: Any, step: int, best: list | None, bad_run: int) -> dict[str, Any]:
+    """Everything beyond the weights that an exact resume needs."""
+    return {
+        "step": step, "best": best, "bad_run": bad_run,
+        "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
+        "rng": rng_state(), "data": run.sampler.state_dict(),
+        "step_batches": run.sampler.step_batches,
+    }  # fmt: skip
 
 
-def mark_best(run_dir: Path, ckpt: Path) -> None:
-    best = Path(run_dir) / "checkpoints" / "best"
-    tmp = best.with_suffix(".tmp")
-    tmp.write_text(ckpt.name + "\n")
-    tmp.replace(best)
-
-
-def _prune(folder: Path, keep_last: int) -> None:
-    best_file = folder / "best"
-    best = best_file.read_text().strip() if best_file.is_file() else None
-    complete = list_checkpoints(folder.parent)
-    for old in complete[: max(0, len(complete) - keep_last)]:
-        if old.name != best:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    found = list_checkpoints(run_dir)
-    return found[-1] if found else None
-
-
-def load_training_state(ckpt: Path, model: torch.nn.Module) -> dict[str, Any]:
-    """Load weights into `model` and return the saved training state (tensors, no pickle)."""
-    load_weights(model, ckpt)
+def restore(run: Any, ckpt: Path) -> dict[str, Any]:
+    """Load a checkpoint's weights and training state into `run` (the RNG comes later, once
+    the loader has made its iterator); the saved state is returned."""
+    load_weights(run.accelerator.unwrap_model(run.model), ckpt)
+    state = load_training_state(ckpt)
     try:
-        return torch.load(ckpt / STATE, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise CheckpointError(f"{ckpt} has no {STATE}; it cannot resume training") from None
+        run.optimizer.load_state_dict(state["optimizer"])
+        run.scheduler.load_state_dict(state["scheduler"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as err:
+        raise CheckpointError(
+            f"the optimizer or scheduler state of {ckpt} does not fit this run ({err}); "
+            f"resume with the config it was saved with"
+        ) from None
+    run.sampler.load_state_dict(state["data"])  # names the setting that changed, if any
+    saved, now = state.get("step_batches"), run.sampler.step_batches
+    if saved != now and run.accelerator.is_main_process:
+        print(f"resume: {now} batches per step (processes x train.accumulate), saved with "
+              f"{saved}: the data go on where they stopped; updates differ in size")  # fmt: skip
+    return state

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -13,46 +12,14 @@ import torch
 from tqdm.auto import tqdm
 
 from t2.config import Config
+from t2.data.batching import Batches
 from t2.errors import T2Error
-from t2.train.checkpointing import (
-    latest_checkpoint,
-    load_training_state,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)  # fmt: skip
+from t2.rundir import RunDir, save_checkpoint, write_json
+from t2.train.checkpointing import restore, set_rng_state, training_state
 from t2.train.setup import Run, build_run
 from t2.train.step import StepStats, train_step
 from t2.train.tracking import MetricsLog, init_wandb
 from t2.train.validate import greedy_scores, teacher_forced
-
-
-class Batches:
-    """Endless micro-batches over epochs; counts what was consumed, so that a resumed run
-    continues exactly after the last batch used (background prefetch is not counted)."""
-
-    def __init__(self, run: Run, state: dict[str, int] | None) -> None:
-        self.run, self.epoch, self.position = run, 0, 0
-        if state:
-            run.sampler.load_state_dict(state)
-            self.epoch, self.position = state["epoch"], state["position"]
-        else:
-            run.sampler.set_epoch(0)
-        self.it = iter(run.loader)
-
-    def __next__(self) -> dict[str, torch.Tensor]:
-        try:
-            batch = next(self.it)
-        except StopIteration:
-            self.epoch, self.position = self.epoch + 1, 0
-            self.run.sampler.set_epoch(self.epoch)
-            self.it = iter(self.run.loader)
-            batch = next(self.it)
-        self.position += 1
-        return batch
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position}
 
 
 def validate(run: Run, step: int) -> dict[str, Any]:
@@ -82,20 +49,17 @@ def is_better(record: dict[str, Any], best: list | None, metric: str) -> tuple[b
 def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Run:
     run = build_run(cfg, recipe, Path(run_dir), resume, wandb)
     acc, cfg, model = run.accelerator, run.cfg, run.model
-    ckpt = latest_checkpoint(run.run_dir) if resume else None
-    state = load_training_state(ckpt, acc.unwrap_model(model)) if ckpt else {}
-    if state:
-        run.optimizer.load_state_dict(state["optimizer"])
-        run.scheduler.load_state_dict(state["scheduler"])
+    ckpt = run.run_dir.latest() if resume else None
+    state = restore(run, ckpt) if ckpt else {}
     step, best = state.get("step", 0), state.get("best")
-    batches = Batches(run, state.get("data"))
+    batches = Batches(run.loader)
     if state:  # after the loader made its iterator, which draws from the RNG
         set_rng_state(state["rng"])
     if resume and not ckpt and acc.is_main_process:
-        print(f"resume: no complete checkpoint in {run.run_dir}; starting a new run")
-    log = MetricsLog(run.run_dir, step if ckpt else None) if acc.is_main_process else None
+        print(f"resume: no complete checkpoint in {run.run_dir.path}; starting a new run")
+    log = MetricsLog(run.run_dir.metrics, step if ckpt else None) if acc.is_main_process else None
     if acc.is_main_process:
-        init_wandb(acc, cfg, recipe, run.run_dir, wandb)
+        init_wandb(acc, cfg, recipe, run.run_dir.path, wandb)
     bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
     stats, pad = StepStats.zeros(acc.device, bad_run), run.tokenizer.pad_token_id
     t0 = time.perf_counter()
@@ -126,7 +90,7 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
                     f"good checkpoint is intact: lower train.max_lr or set train.clip_norm"
                 )
         if may_save:
-            best = evaluate_and_save(run, step, best, batches, log, last, record["bad_run"])
+            best = evaluate_and_save(run, step, best, log, last, record["bad_run"])
     bar.close()
     return run
 
@@ -159,7 +123,6 @@ def evaluate_and_save(
     run: Run,
     step: int,
     best: list | None,
-    batches: Batches,
     log: MetricsLog | None,
     last: bool,
     bad_run: int,
@@ -174,14 +137,11 @@ def evaluate_and_save(
         if log:
             log.write(record)
     if step % cfg.train.save_every == 0 or last or better:
-        state = {
-            "step": step, "best": best, "bad_run": bad_run,
-            "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
-            "rng": rng_state(), "data": batches.state_dict(),
-        }  # fmt: skip
+        state = training_state(run, step, best, bad_run)
         if acc.is_main_process:
             save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), cfg, state,
-                            cfg.train.keep_last, best=better)  # fmt: skip
+                            cfg.train.keep_last, best=better,
+                            world_size=acc.num_processes)  # fmt: skip
     acc.wait_for_everyone()
     return best
 
@@ -193,6 +153,5 @@ def _loader_for(ds: Any, run: Run) -> Any:
     return _loader(ds, run.cfg, run.tokenizer.pad_token_id, False, 0, 1)[1]
 
 
-def write_results(run_dir: Path, results: dict[str, Any]) -> None:
-    path = Path(run_dir) / "results.json"
-    path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+def write_results(run: RunDir, results: dict[str, Any]) -> None:
+    write_json(run.results, results)

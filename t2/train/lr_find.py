@@ -7,14 +7,15 @@ steepest descent of the smoothed loss before it diverges.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import torch
 
 from t2.config import Config
+from t2.data.batching import Batches
 from t2.errors import T2Error
+from t2.rundir import write_json
 from t2.train.setup import build_run
 from t2.train.step import StepStats, train_step
 
@@ -58,30 +59,23 @@ def lr_find(cfg: Config, run_dir: Path) -> tuple[float, Path]:
     lo, hi = cfg.train.lr_find_range
     n = cfg.train.lr_find_steps
     lrs = [lo * (hi / lo) ** (i / max(n - 1, 1)) for i in range(n)]
-    run.sampler.set_epoch(0)
-    batches, losses = iter(run.loader), []
+    batches, losses = Batches(run.loader), []
     run.model.train()
     for lr in lrs:
         for group in run.optimizer.param_groups:
             group["lr"] = lr
-        micro = []
-        for _ in range(cfg.train.accumulate):
-            try:
-                micro.append(next(batches))
-            except StopIteration:
-                batches = iter(run.loader)
-                micro.append(next(batches))
+        micro = [next(batches) for _ in range(cfg.train.accumulate)]
         stats = StepStats.zeros(acc.device)
         train_step(acc, run.model, run.optimizer, micro, run.tokenizer.pad_token_id,
                    cfg.train.label_smoothing, cfg.train.clip_norm, stats)  # fmt: skip
         losses.append(step_loss(stats))  # stays on the device
     values = torch.stack(losses).tolist()  # one synchronisation for the whole sweep
     suggestion, index = suggest(lrs, values)
-    plot = Path(run_dir) / "lr_find.png"
+    plot = run.run_dir.file("lr_find.png")
     if acc.is_main_process:
         _plot(lrs, values, index, plot)
         record = {"lrs": lrs, "losses": values, "suggestion": suggestion}
-        (Path(run_dir) / "lr_find.json").write_text(json.dumps(record) + "\n", encoding="utf-8")
+        write_json(run.run_dir.file("lr_find.json"), record)
     return suggestion, plot
 
 

@@ -12,7 +12,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, set_seed
 
-from t2.config import Config, TrainConfig
+from t2.config import Config
 from t2.data import (
     BatchSampler,
     encode_pairs,
@@ -22,15 +22,23 @@ from t2.data import (
 )
 from t2.errors import ConfigError
 from t2.model.transformer import Transformer
+from t2.rundir import RunDir, new_meta, read_meta, write_json
 from t2.train.optim import build_optimizer, build_scheduler
 
 
-def mixed_precision(choice: str) -> str:
+def mixed_precision(choice: str, cuda: bool | None = None) -> str:
     """`auto` is bf16 on a GPU that supports it and fp32 on the CPU, where bf16 autocast
-    measured ~1.5x slower per training step on a 2-core AVX512-bf16 EPYC (README)."""
-    if choice != "auto":
-        return choice
-    return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "no"
+    measured ~1.5x slower per training step on a 2-core AVX512-bf16 EPYC (README). fp16
+    needs a loss scaler, which exists on CUDA only: elsewhere it falls back to bf16, said
+    once, instead of running unscaled (Accelerate would accept it and skip nothing)."""
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    if choice == "auto":
+        return "bf16" if cuda and torch.cuda.is_bf16_supported() else "no"
+    if choice == "fp16" and not cuda:
+        print("train.mixed_precision=fp16 needs CUDA's loss scaler; using bf16 on this CPU "
+              "(set train.mixed_precision=bf16 or no to silence this)", flush=True)  # fmt: skip
+        return "bf16"
+    return choice
 
 
 @dataclass
@@ -45,41 +53,54 @@ class Run:
     loader: Any
     valid_loader: Any
     valid_pairs: Any
-    run_dir: Path
+    run_dir: RunDir
 
 
-# keys that a resumed run may change: how long it runs and how often it reports
+# keys that a resumed run may change: how long it runs, how often it reports, and how a
+# step's batches are spread (processes x accumulate; the data position is global)
 RESUMABLE = ("max_steps", "log_every", "eval_every", "save_every", "keep_last",
-             "valid_bleu_sentences", "loader_workers")  # fmt: skip
+             "valid_bleu_sentences", "loader_workers", "accumulate")  # fmt: skip
 
 
-def _comparable(cfg: Config) -> Config:
-    train = dataclasses.replace(cfg.train, **{k: getattr(TrainConfig(), k) for k in RESUMABLE})
-    model = dataclasses.replace(cfg.model, vocab_size=1)  # set from the tokenizer
-    return dataclasses.replace(cfg, train=train, model=model)
+def _differences(old: Config, new: Config) -> list[str]:
+    """section.key for every setting that differs, except those a resumed run may change."""
+    a, b = old.to_dict(), new.to_dict()
+    skip = {f"train.{k}" for k in RESUMABLE} | {"model.vocab_size"}  # set from the tokenizer
+    keys = [f"{sec}.{k}" for sec in a for k in a[sec] if a[sec][k] != b[sec].get(k)]
+    return [k for k in keys if k not in skip]
 
 
-def check_run_dir(run_dir: Path, cfg: Config, resume: bool) -> None:
+def check_run_dir(run: RunDir, cfg: Config, resume: bool) -> None:
     """Refuse to overwrite a run, and to resume one with another configuration."""
-    saved = run_dir / "config.yaml"
-    if not resume and (run_dir / "checkpoints").is_dir():
+    if not resume and run.has_checkpoints():
         raise ConfigError(
-            f"{run_dir} already holds a run; pass --resume to continue it or another --out"
+            f"{run.path} already holds a run; pass --resume to continue it or another --out"
         )
-    if resume and saved.is_file():
-        old = Config.from_yaml(saved.read_text(encoding="utf-8"), str(saved))
-        if _comparable(old) != _comparable(cfg):
+    if resume and run.config.is_file():
+        read_meta(run.path)  # a run of a format this t2 cannot read fails here, in one line
+        old = Config.from_yaml(run.config.read_text(encoding="utf-8"), str(run.config))
+        changed = _differences(old, cfg)
+        if changed:
+            shown = ", ".join(f"{k}={_get(old, k)!r} (now {_get(cfg, k)!r})" for k in changed)
             raise ConfigError(
-                f"{run_dir} was trained with another config ({saved}); resume with the "
-                "same recipe and --set options (train.max_steps may change), or a new --out"
+                f"{run.path} was trained with another config: {shown}; resume with the same "
+                f"recipe and --set options (train.max_steps may change), or a new --out"
             )
 
 
+def _get(cfg: Config, key: str) -> object:
+    section, name = key.split(".")
+    return cfg.to_dict()[section][name]
+
+
 def _loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, world: int):
+    """Training (shuffle) batches are cut to whole optimizer steps of world x accumulate."""
+    step_batches = world * cfg.train.accumulate if shuffle else world
     sampler = BatchSampler(
         ds["src_len"] if "src_len" in ds.column_names else [len(x) for x in ds["src_ids"]],
         ds["tgt_len"] if "tgt_len" in ds.column_names else [len(x) for x in ds["tgt_ids"]],
         cfg.data.max_tokens, cfg.data.batch_size, cfg.train.seed, shuffle, rank, world,
+        step_batches,
     )  # fmt: skip
     return sampler, make_loader(ds, sampler, pad_id, cfg.train.loader_workers if shuffle else 0)
 
@@ -100,26 +121,41 @@ def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
     )
 
 
+def shared_tokenizer(cfg: Config, run: RunDir, accelerator: Accelerator, resume: bool) -> Any:
+    """The run's tokenizer, trained once by the main process of the whole job (every node);
+    the others wait at a barrier and load it, so --out must be on a filesystem all nodes see."""
+    if accelerator.is_main_process:  # a new run trains its own: one a failed run left in
+        tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=resume)
+    accelerator.wait_for_everyone()
+    if not accelerator.is_main_process:
+        if not cfg.data.tokenizer and not (run.tokenizer / "tokenizer.json").is_file():
+            raise ConfigError(
+                f"process {accelerator.process_index} cannot see the tokenizer that the main "
+                f"process wrote to {run.tokenizer}: --out must be on a filesystem every node sees"
+            )
+        tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=True)
+    return tokenizer
+
+
 def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Run:
     accelerator = make_accelerator(cfg, wandb)
-    run_dir = Path(run_dir)
-    check_run_dir(run_dir, cfg, resume)
+    run = RunDir(run_dir)
+    check_run_dir(run, cfg, resume)
     set_seed(cfg.train.seed)
-    with accelerator.main_process_first():  # the main process trains/caches, others reuse
+    with accelerator.main_process_first():  # the main process cleans and caches, others reuse
         # every split is read (and cached) before any work: a bad test source fails now,
         # not after training, and before a tokenizer is written
         valid_pairs = load_pairs(cfg.data, "valid", cfg.train.seed)
         load_pairs(cfg.data, "test", cfg.train.seed)
-        # a new run trains its own; other processes load the one the main process saved
-        reuse = resume or not accelerator.is_main_process
-        tokenizer = prepare_tokenizer(cfg.data, run_dir, cfg.train.seed, reuse)
-        train_ds = encode_pairs(
-            load_pairs(cfg.data, "train", cfg.train.seed), tokenizer, cfg.data, "train"
-        )
+        train_pairs = load_pairs(cfg.data, "train", cfg.train.seed)
+    tokenizer = shared_tokenizer(cfg, run, accelerator, resume)
+    with accelerator.main_process_first():
+        train_ds = encode_pairs(train_pairs, tokenizer, cfg.data, "train")
         valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
     if accelerator.is_main_process:
-        (run_dir / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+        run.config.write_text(cfg.to_yaml(), encoding="utf-8")
+        write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
     optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
@@ -129,4 +165,4 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     sampler, loader = _loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = _loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     return Run(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
-               valid_loader, valid_pairs, run_dir)  # fmt: skip
+               valid_loader, valid_pairs, run)  # fmt: skip

@@ -67,7 +67,7 @@ def train_step(
         accelerator.unscale_gradients()
         norm = torch.nn.utils.get_total_norm([p.grad for p in params])
     bad = (~torch.isfinite(norm)).float()
-    if accelerator.mixed_precision != "fp16":  # fp16's GradScaler does its own skipping
+    if accelerator.scaler is None:  # a GradScaler (fp16 on CUDA) does its own skipping
         raw = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
         raw.found_inf = bad
     optimizer.step()

@@ -11,13 +11,14 @@ from accelerate import Accelerator
 
 from t2.config import Config
 from t2.errors import ConfigError
+from t2.rundir import RunDir
 
 
 class MetricsLog:
     """One JSON object per logged step or evaluation, appended to RUN/metrics.jsonl."""
 
-    def __init__(self, run_dir: Path, resume_step: int | None) -> None:
-        self.path = Path(run_dir) / "metrics.jsonl"
+    def __init__(self, path: Path, resume_step: int | None) -> None:
+        self.path = Path(path)
         if resume_step is not None and self.path.is_file():
             # drop what was logged after the checkpoint, so the log matches an uninterrupted run
             kept = [
@@ -35,7 +36,7 @@ class MetricsLog:
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "metrics.jsonl"
+    path = RunDir(run_dir).metrics
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 

@@ -3,15 +3,24 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
-from t2.checkpoint import COMPLETE, WEIGHTS, is_complete, list_checkpoints, resolve_checkpoint
-from t2.config import Config
-from t2.errors import CheckpointError
+from t2.errors import CheckpointError, T2Error
+from t2.rundir.layout import (
+    CONFIG,
+    TOKENIZER,
+    WEIGHTS,
+    RunDir,
+    is_complete,
+    new_meta,
+    read_meta,
+    resolve,
+)  # fmt: skip
+from t2.rundir.store import read_config, tokenizer_folder, verified, write_folder
 
 
 def last_checkpoints(path: str | Path, n: int) -> list[Path]:
@@ -19,30 +28,17 @@ def last_checkpoints(path: str | Path, n: int) -> list[Path]:
     if n < 1:
         raise CheckpointError(f"cannot average the last {n} checkpoints; pass N >= 1")
     path = Path(path)
+    ckpt = resolve(path)  # fails with the right message if there is none
     if (path / WEIGHTS).is_file():
-        ckpt = resolve_checkpoint(path)
-        found = [p for p in list_checkpoints(ckpt.parent.parent) if p.name <= ckpt.name]
-    else:
-        resolve_checkpoint(path)  # fails with the right message if there is none
-        found = list_checkpoints(path)
-    if len(found) < n:
-        raise CheckpointError(
-            f"--average-last {n} needs {n} complete checkpoints but {path} has {len(found)}; "
-            f"pass a smaller N"
-        )
-    return found[-n:]
-
-
-def _model_config(ckpt: Path) -> Config:
-    cfg_file = ckpt / "config.yaml"
-    if not cfg_file.is_file():
-        raise CheckpointError(f"checkpoint {ckpt} has no config.yaml; it was not written by t2")
-    return Config.from_yaml(cfg_file.read_text(encoding="utf-8"), str(cfg_file))
+        return RunDir.of(ckpt).last(n, until=ckpt)
+    return RunDir(path).last(n)
 
 
 def _open_weights(ckpt: Path):  # noqa: ANN202  (a safetensors file handle)
     try:
-        return safe_open(str(ckpt / WEIGHTS), framework="pt")
+        return safe_open(str(verified(ckpt, WEIGHTS)), framework="pt")
+    except T2Error:
+        raise
     except Exception as err:  # not safetensors (e.g. a pickle), truncated or corrupt
         raise CheckpointError(
             f"cannot read {ckpt / WEIGHTS} ({err}); use another checkpoint"
@@ -72,21 +68,27 @@ def average_weights(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
     return {k: (v / len(checkpoints)).to(dtypes[k]) for k, v in total.items()}
 
 
-def average_checkpoints(path: str | Path, n: int) -> Path:
-    """Write the mean of the last `n` checkpoints as a checkpoint folder beside them
-    (checkpoints/avg-last{n}-<newest>) and return it; `load_model` reads it like any other."""
+def average_checkpoints(path: str | Path, n: int, out: str | Path | None = None) -> Path:
+    """Write the mean of the last `n` checkpoints as a checkpoint folder and return it: by
+    default beside them (checkpoints/avg-last{n}-<newest>), else at `out` with the run's
+    tokenizer copied in, so the folder is self-contained. `load_model` reads it like any other."""
     found = last_checkpoints(path, n)
     newest = found[-1]
-    out = newest.parent / f"avg-last{n}-{newest.name}"
-    if is_complete(out) and (out / "sources.txt").read_text().split() == [p.name for p in found]:
-        return out  # already averaged from the same checkpoints
-    models = {_model_config(p).model for p in found}
-    if len(models) > 1:
+    folder = Path(out) if out else newest.parent / f"avg-last{n}-{newest.name}"
+    sources = [p.name for p in found]
+    if is_complete(folder) and read_meta(folder).get("averaged") == sources and not out:
+        return folder  # already averaged from the same checkpoints
+    if len({read_config(p).model for p in found}) > 1:
         raise CheckpointError(f"the last {n} checkpoints of {path} differ in model config")
-    out.mkdir(exist_ok=True)
-    (out / COMPLETE).unlink(missing_ok=True)
-    save_file(average_weights(found), str(out / WEIGHTS))
-    (out / "config.yaml").write_text((newest / "config.yaml").read_text(encoding="utf-8"))
-    (out / "sources.txt").write_text("\n".join(p.name for p in found) + "\n")
-    (out / COMPLETE).touch()  # written last, as for every checkpoint
-    return out
+    tmp = folder.with_name(f".tmp-{folder.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    cfg_text = (newest / CONFIG).read_text(encoding="utf-8")
+    meta = new_meta(read_meta(newest).get("world_size", 1), averaged=sources)
+    if out:
+        shutil.copytree(tokenizer_folder(newest, read_config(newest)), tmp / TOKENIZER)
+    write_folder(tmp, average_weights(found), cfg_text, meta)
+    if folder.exists():
+        shutil.rmtree(folder)
+    tmp.rename(folder)
+    return folder

@@ -1,0 +1,63 @@
+"""The run directory: the one place that knows its layout (docs/run-directory.md).
+
+    RUN/
+      meta.json          format version, t2 and torch versions, number of processes
+      config.yaml        the resolved config (model.vocab_size set from the tokenizer)
+      tokenizer/         loads with PreTrainedTokenizerFast.from_pretrained(RUN/tokenizer)
+      metrics.jsonl      one JSON record per logged step and per validation
+      results.json       the best checkpoint's test scores, written when training ends
+      checkpoints/
+        step-0000400/    model.safetensors, config.yaml, training_state.pt, meta.json
+                         (versions, step, SHA-256 of each file) and COMPLETE, written last
+        best             the name of the best checkpoint's folder
+        avg-last5-step-0000800/   an average of the last 5 (no training state)
+
+Training, decoding, evaluation, the robustness suite and the commands go through this
+package; nothing else builds a path inside a run directory.
+"""
+
+from t2.rundir.average import average_checkpoints, average_weights, last_checkpoints
+from t2.rundir.layout import (
+    FORMAT,
+    RunDir,
+    eval_folder,
+    is_complete,
+    new_meta,
+    read_meta,
+    resolve,
+    write_json,
+)  # fmt: skip
+from t2.rundir.store import (
+    load_model,
+    load_run,
+    load_training_state,
+    load_weights,
+    read_config,
+    save_checkpoint,
+    tokenizer_folder,
+    unique_state,
+    verified,
+)  # fmt: skip
+
+__all__ = [
+    "FORMAT",
+    "RunDir",
+    "average_checkpoints",
+    "average_weights",
+    "eval_folder",
+    "is_complete",
+    "last_checkpoints",
+    "load_model",
+    "load_run",
+    "load_training_state",
+    "load_weights",
+    "new_meta",
+    "read_config",
+    "read_meta",
+    "resolve",
+    "save_checkpoint",
+    "tokenizer_folder",
+    "unique_state",
+    "verified",
+    "write_json",
+]

@@ -1,0 +1,152 @@
+"""Names, format version and lookup of a run directory's parts (the layout: t2/rundir/__init__)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from t2 import __version__
+from t2.errors import CheckpointError
+
+FORMAT = 2  # written by this t2; format 1 (t2 0.1) had no meta.json and a per-process position
+FIRST_READABLE = 1  # the oldest format whose weights this t2 loads
+FIRST_RESUMABLE = 2  # the oldest format whose training state this t2 resumes
+
+CONFIG, META, TOKENIZER, CHECKPOINTS = "config.yaml", "meta.json", "tokenizer", "checkpoints"
+WEIGHTS, STATE, COMPLETE, BEST = "model.safetensors", "training_state.pt", "COMPLETE", "best"
+METRICS, RESULTS = "metrics.jsonl", "results.json"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run directory; every path inside one is built here."""
+
+    path: Path
+
+    def __init__(self, path: str | Path) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    @classmethod
+    def of(cls, ckpt: Path) -> RunDir:
+        """The run directory that holds a checkpoint folder."""
+        return cls(Path(ckpt).parent.parent)
+
+    config = property(lambda self: self.path / CONFIG)
+    meta = property(lambda self: self.path / META)
+    tokenizer = property(lambda self: self.path / TOKENIZER)
+    metrics = property(lambda self: self.path / METRICS)
+    results = property(lambda self: self.path / RESULTS)
+    checkpoint_dir = property(lambda self: self.path / CHECKPOINTS)
+
+    def file(self, name: str) -> Path:
+        """Another file at the top of the run (lr_find.png, W&B's folder, ...)."""
+        return self.path / name
+
+    def checkpoint(self, step: int) -> Path:
+        return self.checkpoint_dir / f"step-{step:07d}"
+
+    def has_checkpoints(self) -> bool:
+        return self.checkpoint_dir.is_dir()
+
+    def checkpoints(self) -> list[Path]:
+        """Complete training checkpoints, oldest first."""
+        found = self.checkpoint_dir.glob("step-*")
+        return sorted(p for p in found if p.is_dir() and is_complete(p))
+
+    def latest(self) -> Path | None:
+        found = self.checkpoints()
+        return found[-1] if found else None
+
+    def best(self) -> Path | None:
+        """The checkpoint marked best, if it is still there and complete."""
+        marker = self.checkpoint_dir / BEST
+        if marker.is_file():
+            candidate = self.checkpoint_dir / marker.read_text().strip()
+            if is_complete(candidate):
+                return candidate
+        return None
+
+    def mark_best(self, ckpt: Path) -> None:
+        marker = self.checkpoint_dir / BEST
+        tmp = marker.with_suffix(".tmp")
+        tmp.write_text(ckpt.name + "\n")
+        tmp.replace(marker)
+
+    def last(self, n: int, until: Path | None = None) -> list[Path]:
+        """The last `n` complete checkpoints, ending at `until` if given."""
+        found = [p for p in self.checkpoints() if until is None or p.name <= until.name]
+        if len(found) < n:
+            raise CheckpointError(
+                f"averaging the last {n} checkpoints needs {n} complete checkpoints but "
+                f"{self.path} has {len(found)}; pass a smaller N"
+            )
+        return found[-n:]
+
+
+def is_complete(ckpt: Path) -> bool:
+    return (ckpt / COMPLETE).is_file() and (ckpt / WEIGHTS).is_file()
+
+
+def resolve(path: str | Path) -> Path:
+    """A checkpoint folder from a run directory (its best, else latest) or a checkpoint path."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} not found; pass a run directory or checkpoint")
+    if (path / WEIGHTS).is_file():
+        if not is_complete(path):
+            raise CheckpointError(f"checkpoint {path} is incomplete (no {COMPLETE} marker)")
+        return path
+    run = RunDir(path)
+    found = run.best() or run.latest()
+    if found is None:
+        raise CheckpointError(f"no complete checkpoint under {path}; train first or pass one")
+    return found
+
+
+def eval_folder(ckpt: Path, tag: str) -> Path:
+    """Where an evaluation of a checkpoint on a test set writes hyps.txt and scores.json."""
+    return Path(ckpt) / f"eval-{tag}"
+
+
+def new_meta(world_size: int, **extra: Any) -> dict[str, Any]:
+    """What meta.json records: versions and the number of processes that wrote it."""
+    return {"format": FORMAT, "t2": __version__, "torch": torch.__version__,
+            "world_size": world_size, **extra}  # fmt: skip
+
+
+def read_meta(folder: Path) -> dict[str, Any]:
+    """A run's or checkpoint's meta.json, its format checked; format 1 had none."""
+    path = Path(folder) / META
+    if not path.is_file():
+        return {"format": 1, "t2": "0.1"}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise CheckpointError(
+            f"{path} is not valid JSON; {folder} is damaged: use another"
+        ) from None
+    fmt = meta.get("format") if isinstance(meta, dict) else None
+    if not isinstance(fmt, int):
+        raise CheckpointError(f"{path} names no format version; {folder} is damaged: use another")
+    if fmt > FORMAT:
+        raise CheckpointError(
+            f"{folder} is run-directory format {fmt} (t2 {meta.get('t2', '?')}); this t2 "
+            f"{__version__} reads formats {FIRST_READABLE} to {FORMAT}: upgrade t2"
+        )
+    if fmt < FIRST_READABLE:
+        raise CheckpointError(
+            f"{folder} is run-directory format {fmt}; this t2 {__version__} reads formats "
+            f"{FIRST_READABLE} to {FORMAT}: load it with the t2 {meta.get('t2', '?')} that wrote it"
+        )
+    return meta
+
+
+def write_json(path: Path, record: dict[str, Any]) -> None:
+    """Write a small JSON file atomically (a reader never sees half of it)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,213 @@
+"""Writing and reading checkpoints: atomic writes, checksums, weights through safetensors.
+
+A checkpoint is assembled in `checkpoints/.tmp-step-N/` and renamed to `step-N/` after its
+`meta.json` (with the SHA-256 of each file) and `COMPLETE` marker are written, so a process
+killed mid-write leaves only a `.tmp-` folder, never loaded and removed by the next save.
+Weights load through safetensors and the training state with `weights_only=True`: no pickle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from t2.config import Config
+from t2.errors import CheckpointError, T2Error
+from t2.model.transformer import Transformer
+from t2.rundir.layout import (
+    COMPLETE,
+    CONFIG,
+    FIRST_RESUMABLE,
+    META,
+    STATE,
+    TOKENIZER,
+    WEIGHTS,
+    RunDir,
+    new_meta,
+    read_meta,
+    resolve,
+    write_json,
+)  # fmt: skip
+
+STATE_KEYS = ("step", "optimizer", "scheduler", "rng", "data")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def unique_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each tied tensor once, under its first name (what is stored)."""
+    state, seen = {}, set()
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            state[name] = tensor
+    return state
+
+
+def save_weights(state: dict[str, torch.Tensor], folder: Path) -> None:
+    """Weights as safetensors; tied matrices are stored once (safetensors forbids sharing)."""
+    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(folder / WEIGHTS))
+
+
+def write_folder(
+    folder: Path, weights: dict[str, torch.Tensor], config_yaml: str, meta: dict[str, Any],
+    state: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    """A checkpoint's files into `folder`, COMPLETE last: weights, config, state, meta."""
+    save_weights(weights, folder)
+    (folder / CONFIG).write_text(config_yaml, encoding="utf-8")
+    if state is not None:
+        torch.save(state, folder / STATE)
+    files = {name: _sha256(folder / name) for name in (WEIGHTS, STATE) if (folder / name).is_file()}
+    write_json(folder / META, {**meta, "sha256": files})
+    (folder / COMPLETE).touch()
+
+
+def save_checkpoint(
+    run: RunDir, step: int, model: torch.nn.Module, cfg: Config, state: dict[str, Any],
+    keep_last: int, best: bool = False, world_size: int = 1,
+) -> Path:  # fmt: skip
+    """Write step-N atomically, mark it as the best if `best`, then prune all but the last
+    `keep_last` and the best (marked first, so that the best it replaces is pruned now)."""
+    run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    for stale in run.checkpoint_dir.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    final = run.checkpoint(step)
+    tmp = final.with_name(f".tmp-{final.name}")
+    tmp.mkdir()
+    meta = new_meta(world_size, step=step)
+    write_folder(tmp, unique_state(model), cfg.to_yaml(), meta, state)
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    if best:
+        run.mark_best(final)
+    best_now = run.best()
+    complete = run.checkpoints()
+    for old in complete[: max(0, len(complete) - keep_last)]:
+        if old != best_now:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def verified(ckpt: Path, name: str) -> Path:
+    """A file of a checkpoint whose SHA-256 matches its meta.json (format 1: unchecked)."""
+    path = Path(ckpt) / name
+    expected = read_meta(ckpt).get("sha256", {}).get(name)
+    if not path.is_file():
+        raise CheckpointError(f"{path} is missing; use another checkpoint")
+    if expected is not None and _sha256(path) != expected:
+        raise CheckpointError(
+            f"{path} does not match the checksum in {Path(ckpt) / META} (changed or damaged "
+            f"after it was written); use another checkpoint"
+        )
+    return path
+
+
+def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
+    """Load safetensors weights; any difference of names or shapes is another architecture."""
+    try:
+        state = load_file(str(verified(ckpt, WEIGHTS)))
+    except T2Error:
+        raise
+    except Exception as err:  # corrupt or truncated file
+        raise CheckpointError(
+            f"cannot read {ckpt / WEIGHTS} ({err}); use another checkpoint"
+        ) from None
+    expected = unique_state(model)
+    for name in sorted(set(state) | set(expected)):
+        got, want = state.get(name), expected.get(name)
+        if got is None or want is None or got.shape != want.shape:
+            found = "absent" if got is None else tuple(got.shape)
+            wanted = "absent" if want is None else tuple(want.shape)
+            raise CheckpointError(
+                f"checkpoint {ckpt} does not fit this architecture ({name}: {found} in the "
+                f"checkpoint, {wanted} in the model); load it with the config it was trained with"
+            )
+    model.load_state_dict(state, strict=False)
+
+
+def load_training_state(ckpt: Path) -> dict[str, Any]:
+    """The optimizer, scheduler, RNG and data state saved with a checkpoint (no pickle)."""
+    meta = read_meta(ckpt)
+    if meta["format"] < FIRST_RESUMABLE:
+        raise CheckpointError(
+            f"{ckpt} is run-directory format {meta['format']} (t2 {meta['t2']}), whose data "
+            f"position counts one process's batches; this t2 resumes format {FIRST_RESUMABLE} "
+            f"or later: evaluate or translate with it, or finish the run with t2 {meta['t2']}"
+        )
+    path = verified(ckpt, STATE)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # truncated, corrupt, or a pickle of other objects
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(
+            f"cannot read {path} ({reason}); resume from another checkpoint"
+        ) from None
+    missing = [k for k in STATE_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise CheckpointError(
+            f"{path} lacks {', '.join(missing)}; it cannot resume: use another checkpoint"
+        )
+    return state
+
+
+def read_config(ckpt: Path) -> Config:
+    path = Path(ckpt) / CONFIG
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {ckpt} has no {CONFIG}; it was not written by t2")
+    return Config.from_yaml(path.read_text(encoding="utf-8"), str(path))
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Transformer, Config]:
+    """The model of a checkpoint (or of a run directory's best one) with its config."""
+    ckpt = resolve(path)
+    cfg = read_config(ckpt)
+    model = Transformer(cfg.model)
+    load_weights(model, ckpt)
+    return model.to(device).eval(), cfg
+
+
+def tokenizer_folder(ckpt: Path, cfg: Config) -> Path:
+    """The tokenizer of a checkpoint: beside it (an exported average), in its run directory,
+    or the one the config names (data.tokenizer)."""
+    for folder in (Path(ckpt) / TOKENIZER, RunDir.of(ckpt).tokenizer):
+        if folder.is_dir():
+            return folder
+    if cfg.data.tokenizer and Path(cfg.data.tokenizer).is_dir():
+        return Path(cfg.data.tokenizer)
+    raise CheckpointError(
+        f"no {TOKENIZER}/ folder beside {ckpt} or in its run directory; pass a checkpoint "
+        f"inside a run directory written by train.py"
+    )
+
+
+def load_run(
+    path: str | Path, average_last: int = 0, device: torch.device | str = "cpu"
+) -> tuple[Transformer, Config, Any, Path]:
+    """Model, config, tokenizer and checkpoint folder of a run directory or a checkpoint;
+    with `average_last` N, the mean of the last N checkpoints."""
+    from t2.data import load_tokenizer
+    from t2.rundir.average import average_checkpoints
+
+    ckpt = average_checkpoints(path, average_last) if average_last else resolve(path)
+    model, cfg = load_model(ckpt, device)
+    folder = tokenizer_folder(ckpt, cfg)
+    tokenizer = load_tokenizer(folder)
+    if len(tokenizer) != cfg.model.vocab_size:
+        raise CheckpointError(
+            f"tokenizer {folder} has {len(tokenizer)} tokens but checkpoint {ckpt} has a "
+            f"vocabulary of {cfg.model.vocab_size}; use the tokenizer of the same run"
+        )
+    return model, cfg, tokenizer, ckpt

@@ -1,0 +1,127 @@
+"""Exact resume as a user meets it: a run killed with SIGKILL at any moment (inside a
+checkpoint write too) and resumed ends with the loss log and weights of an uninterrupted
+run; a run saved by 2 processes resumes on 1 accumulating 2; a changed setting is refused."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_train_runs import ENV, ROOT, TINY, assert_same_log, final_weights, losses, train
+
+from t2.rundir import RunDir
+
+# 12 steps, a checkpoint and a validation every 3, a background loader, epochs of ~4 steps
+LONGER = ["train.max_steps=12", "train.loader_workers=1", "data.task_train_size=200",
+          "train.valid_bleu_sentences=2"]  # fmt: skip
+KILL_IN_WRITE = """
+import os, runpy, signal, sys
+import t2.rundir.store as store
+write_json = store.write_json
+def killed_mid_write(path, record):  # after the weights and state, before meta and COMPLETE
+    if "step-0000006" in str(path):
+        os.kill(os.getpid(), signal.SIGKILL)
+    write_json(path, record)
+store.write_json = killed_mid_write
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _sets(*kv: str) -> list[str]:
+    return [arg for item in kv for arg in ("--set", item)]
+
+
+def _command(out: Path, *extra: str, python: list[str] | None = None) -> list[str]:
+    return [*(python or [sys.executable]), str(ROOT / "train.py"), "--recipe", "quickstart",
+            "--out", str(out), "--wandb", "disabled", *_sets(*TINY, *LONGER), *extra]  # fmt: skip
+
+
+def _kill_when(cmd: list[str], ready) -> None:  # noqa: ANN001  (a predicate of the seconds)
+    proc = subprocess.Popen(cmd, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    start = time.monotonic()
+    while proc.poll() is None and not ready(time.monotonic() - start):
+        time.sleep(0.05)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def _logged_step(run: Path) -> int:
+    path = RunDir(run).metrics
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return max((int(line.split('"step": ')[1].split(",")[0]) for line in lines), default=0)
+
+
+@pytest.mark.slow
+def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(tmp_path):
+    full = tmp_path / "full"
+    start = time.monotonic()
+    train(full, *_sets(*LONGER))
+    seconds = time.monotonic() - start
+    at = random.Random(8).uniform(0.3, 0.9) * seconds
+    script = tmp_path / "kill_in_write.py"
+    script.write_text(KILL_IN_WRITE)
+    moments = {
+        "inside the checkpoint write of step 6": lambda run: subprocess.run(
+            _command(run, python=[sys.executable, str(script)]), env=ENV, cwd=ROOT,
+            capture_output=True, timeout=300),
+        "between checkpoints, after step 8 was logged": lambda run: _kill_when(
+            _command(run), lambda seconds: _logged_step(run) >= 8 or seconds > 300),
+        f"at a random moment ({at:.1f} s of {seconds:.1f} s)": lambda run: _kill_when(
+            _command(run), lambda seconds: seconds > at),
+    }  # fmt: skip
+    for i, (moment, kill) in enumerate(moments.items()):
+        run = tmp_path / f"killed{i}"
+        kill(run)
+        if i == 0:  # the cut-off write left only its .tmp- folder, never loaded
+            assert RunDir(run).latest() == RunDir(run).checkpoint(3), moment
+            assert any(RunDir(run).checkpoint_dir.glob(".tmp-step-0000006")), moment
+        train(run, *_sets(*LONGER), "--resume")
+        assert_same_log(losses(run), losses(full))
+        want, got = final_weights(full), final_weights(run)
+        for name in want:
+            torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-6, msg=moment)
+
+
+@pytest.mark.slow
+def test_two_processes_resumed_on_one_accumulating_two_match_two_throughout(tmp_path):
+    """The data position is global: 1 process x accumulate 2 takes the very batches that 2
+    processes had left, in the same steps (dropout is off in TINY: ranks share a seed)."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", "2"]  # fmt: skip
+    train(tmp_path / "ddp", launcher=torchrun)
+    train(tmp_path / "cut", "--set", "train.max_steps=3", launcher=torchrun)
+    result = train(tmp_path / "cut", "--resume", "--set", "train.accumulate=2")
+    assert "batches per step" not in result.stdout  # 2 x 1 and 1 x 2: the same per step
+    assert_same_log(losses(tmp_path / "cut"), losses(tmp_path / "ddp"))
+    ddp, cut = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "cut")
+    for name in ddp:
+        torch.testing.assert_close(cut[name], ddp[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_changed_batch_budget_or_seed_naming_the_key(tmp_path):
+    run = tmp_path / "run"
+    train(run, "--set", "train.max_steps=3")
+    for key, value in (("data.max_tokens", "300"), ("train.seed", "5")):
+        result = train(run, "--resume", "--set", f"{key}={value}", check=False)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"{key}=" in result.stderr and f"(now {value})" in result.stderr, result.stderr
+
+
+def test_a_run_of_a_future_format_is_not_resumed(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("model:\n  d_model: 32\n")
+    (run / "meta.json").write_text('{"format": 99, "t2": "9.0"}')
+    result = train(run, "--resume", check=False)
+    assert result.returncode == 2 and "format 99 (t2 9.0)" in result.stderr, result.stderr
+    assert "upgrade t2" in result.stderr and result.stderr.count("\n") == 1
