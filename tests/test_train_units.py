@@ -156,3 +156,22 @@ def test_ddp_does_not_rebroadcast_the_positional_tables_each_forward():
     from t2.train.setup import make_accelerator
 
     assert make_accelerator(Config(), "disabled").ddp_handler.broadcast_buffers is False
+
+
+class _OtherNode:
+    """What a process on another node sees: not the main one; the barrier is a no-op here."""
+
+    is_main_process, process_index = False, 3
+
+    def wait_for_everyone(self) -> None:
+        pass
+
+
+def test_a_process_that_cannot_see_the_main_tokenizer_fails_in_one_line(tmp_path):
+    from t2.errors import ConfigError
+    from t2.rundir import RunDir
+    from t2.train.setup import shared_tokenizer
+
+    cfg = Config(model=TINY)
+    with pytest.raises(ConfigError, match="process 3 cannot see the tokenizer .* every node"):
+        shared_tokenizer(cfg, RunDir(tmp_path / "run"), _OtherNode(), resume=False)
