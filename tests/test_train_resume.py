@@ -17,9 +17,10 @@ from test_train_runs import ENV, ROOT, TINY, assert_same_log, final_weights, los
 
 from t2.rundir import RunDir
 
-# 12 steps, a checkpoint and a validation every 3, a background loader, epochs of ~4 steps
+# 12 steps, a checkpoint and a validation every 3, a background loader, epochs of ~4 steps,
+# and dropout: a resumed run must draw the very same masks (TINY turns dropout off)
 LONGER = ["train.max_steps=12", "train.loader_workers=1", "data.task_train_size=200",
-          "train.valid_bleu_sentences=2"]  # fmt: skip
+          "train.valid_bleu_sentences=2", "model.dropout=0.1"]  # fmt: skip
 KILL_IN_WRITE = """
 import os, runpy, signal, sys
 import t2.rundir.store as store

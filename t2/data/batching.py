@@ -212,7 +212,11 @@ class Batches:
 def make_loader(
     ds: datasets.Dataset, sampler: BatchSampler, pad_id: int, num_workers: int = 0
 ) -> DataLoader:
-    """Batches of padded tensors; background workers stay alive between epochs."""
+    """Batches of padded tensors; background workers stay alive between epochs.
+
+    The loader draws its workers' base seed from a generator of its own: from the global
+    RNG, that draw happens when iteration starts (lazily, at the first batch), which on
+    resume is after the RNG was restored, and would shift every later dropout mask."""
     return ResumableLoader(
         ds.select_columns(["src_ids", "tgt_ids"]),
         batch_sampler=sampler,
@@ -220,4 +224,5 @@ def make_loader(
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
         pin_memory=torch.cuda.is_available(),
+        generator=torch.Generator().manual_seed(sampler.seed),
     )

@@ -52,8 +52,8 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
     ckpt = run.run_dir.latest() if resume else None
     state = restore(run, ckpt) if ckpt else {}
     step, best = state.get("step", 0), state.get("best")
-    batches = Batches(run.loader)
-    if state:  # after the loader made its iterator, which draws from the RNG
+    batches = Batches(run.loader)  # its loader has an RNG of its own (make_loader)
+    if state:
         set_rng_state(state["rng"])
     if resume and not ckpt and acc.is_main_process:
         print(f"resume: no complete checkpoint in {run.run_dir.path}; starting a new run")
