@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from t2.config import ModelConfig  # noqa: E402
 from t2.data import encode_source, train_tokenizer  # noqa: E402
-from t2.decoding.search import EOS, PAD, beam_search, greedy_search  # noqa: E402
+from t2.data.tokenizer import EOS, PAD  # noqa: E402
+from t2.decoding.search import beam_search, greedy_search  # noqa: E402
 from t2.evaluation.evaluate import length_batches, pad_batch  # noqa: E402
 from t2.model.transformer import Transformer  # noqa: E402
 

@@ -245,12 +245,17 @@ class DecodeConfig(Section):
     max_len_a: float = 1.0  # maximum output length = a * source length + b
     max_len_b: int = 50
     batch_size: int = 64  # sentences per decoding batch
-    nbest: int = 1  # at most beam_size (checked where both are known: search, translate.py)
+    nbest: int = 1  # hypotheses returned per sentence, at most beam_size
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._at_least(1, "beam_size", "batch_size", "nbest")
         self._at_least(0, "lenpen", "max_len_a", "max_len_b")
+        if self.nbest > self.beam_size:
+            raise ConfigError(
+                f"decode.nbest={self.nbest} is more than decode.beam_size={self.beam_size}; "
+                f"raise the beam size (--beam-size) or lower nbest"
+            )
 
 
 @dataclass(frozen=True)

@@ -163,3 +163,13 @@ def test_the_four_registries_hold_the_shipped_components():
     assert {"layernorm", "rmsnorm"} <= set(NORM.names())
     assert {"relu", "gelu", "swiglu", "geglu"} <= set(FFN.names())
     assert {"sdpa", "math", "flash_attn"} <= set(ATTENTION.names())
+
+
+def test_nbest_is_checked_once_against_the_beam_size():
+    from t2.config import DecodeConfig
+
+    assert DecodeConfig(beam_size=5, nbest=5).nbest == 5
+    with pytest.raises(ConfigError, match="decode.nbest=3 is more than decode.beam_size=2"):
+        DecodeConfig(beam_size=2, nbest=3)
+    with pytest.raises(ConfigError, match="decode.nbest=4 is more than decode.beam_size=1"):
+        dataclasses.replace(DecodeConfig(beam_size=4, nbest=4), beam_size=1)

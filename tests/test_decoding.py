@@ -141,8 +141,8 @@ def test_search_dispatch_and_bad_settings():
     assert search(model, src, DecodeConfig(beam_size=1, max_len_b=4)) == greedy_search(
         model, src, 1.0, 4
     )
-    with pytest.raises(ConfigError, match="nbest"):
-        beam_search(model, src, beam_size=2, nbest=3)
+    with pytest.raises(ConfigError, match="nbest"):  # checked once, by DecodeConfig
+        search(model, src, DecodeConfig(beam_size=2, nbest=3))
     with pytest.raises(ConfigError, match="beam_size"):
         search(model, src, DecodeConfig(beam_size=0))
 
@@ -169,3 +169,17 @@ def test_a_model_that_never_ends_still_gets_max_length_hypotheses():
     greedy = greedy_search(model, src, lengths=lengths)
     beam = beam_search(model, src, 2, lengths=lengths)
     assert [len(h[0].tokens) for h in greedy] == [len(h[0].tokens) for h in beam] == [2, 5, 0, 3]
+
+
+def test_decoding_with_learned_positions_stops_at_the_table():
+    """max_lengths asks the model's positional scheme for its length (no name test)."""
+    from t2.config import ModelConfig
+    from t2.decoding.search import max_lengths
+
+    src = torch.ones(2, 5, dtype=torch.long)
+    tiny = dict(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
+                n_decoder_layers=1, max_positions=20)  # fmt: skip
+    learned = Transformer(ModelConfig(**tiny, positional="learned"))
+    sinusoidal = Transformer(ModelConfig(**tiny, positional="sinusoidal"))
+    assert max_lengths(learned, src, 1.0, 50).tolist() == [19, 19]
+    assert max_lengths(sinusoidal, src, 1.0, 50).tolist() == [55, 55]

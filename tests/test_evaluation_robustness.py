@@ -20,11 +20,11 @@ from t2.data import encode_source
 from t2.evaluation.robustness import (
     PERTURBATIONS,
     drop,
+    forced_on_ids,
     perturb_sources,
     repeat,
     run_suite,
     shuffle_middle,
-    teacher_forced,
 )
 
 SCRIPT = Path(__file__).resolve().parent.parent / "evaluation" / "robustness.py"
@@ -70,7 +70,7 @@ def test_teacher_forced_figures_match_a_direct_computation(toy):
     src = encode_source(tokenizer, [s1, s2], False)
     tgt = [[1, *row, 2] for row in tokenizer([t1, "dog " + t2], add_special_tokens=False).input_ids]
     assert len(tgt[0]) == 5 and len(tgt[1]) == 4
-    loss, accuracy, position = teacher_forced(model, src, tgt, batch_size=1)
+    loss, accuracy, position = forced_on_ids(model, src, tgt, batch_size=1)
     losses, hits = [], []
     for s, t in zip(src, tgt, strict=True):
         with torch.no_grad():

@@ -97,3 +97,17 @@ def test_every_scheme_is_identity_where_it_does_not_apply(name):
     known |= {"sinusoidal": (True, False), "learned": (True, False)}
     if name in known:
         assert (changed_embed, changed_rotate) == known[name]
+
+
+@pytest.mark.parametrize("name", POSITIONAL.names())
+def test_every_scheme_says_how_long_a_sequence_it_encodes(name):
+    """Decoding asks the scheme, never its name: a fixed table has a length, others grow."""
+    pos = build_positional(name, 16, 8, 12, 10000.0)
+    if pos.max_length is None:  # the scheme must then encode a sequence beyond 12 positions
+        x = torch.zeros(1, 30, 16)
+        assert pos.embed(x).shape == x.shape and pos.rotate(x.view(1, 2, 30, 8)).shape[2] == 30
+    else:
+        assert pos.max_length == 12
+        with pytest.raises(ConfigError, match="raise model.max_positions"):
+            pos.embed(torch.zeros(1, 13, 16))
+    assert (pos.max_length is not None) == (name == "learned")

@@ -119,8 +119,11 @@ def test_lr_suggestion_is_the_steepest_descent_before_divergence():
     # flat, then falling fastest around 1e-3, then diverging
     losses = [5 - 4 / (1 + math.exp(-(math.log10(lr) + 3) * 4)) for lr in lrs_[:45]]
     losses += [losses[-1] * 3**k for k in range(1, 16)]
-    lr, _ = suggest(lrs_, losses)
-    assert 3e-4 < lr < 3e-3
+    lr, i = suggest(lrs_, losses)
+    assert 3e-4 < lr < 3e-3 and i < 45  # the steepest fall, before the divergence at 45
+    diverging_early = losses[:30] + [losses[29] * 3**k for k in range(1, 31)]
+    lr, i = suggest(lrs_, diverging_early)  # the curve is cut at the divergence point
+    assert i < 30 and lr < lrs_[30]
 
 
 def test_lr_finder_counts_a_skipped_step_as_divergence_not_as_zero_loss():

@@ -20,6 +20,7 @@ from t2.data.pipeline import load_pairs
 from t2.errors import DataError
 
 SPECIALS = {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "unk": "<unk>"}  # ids 0, 1, 2, 3
+PAD, BOS, EOS, UNK = (list(SPECIALS).index(k) for k in ("pad", "bos", "eos", "unk"))
 FULL_ALPHABET_FROM = 1000  # vocabularies this large hold all 256 bytes: no input is unknown
 TRAIN_COMMAND = "python tokenizer/train_tokenizer.py --recipe NAME --out DIR"
 

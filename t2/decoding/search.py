@@ -18,11 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from t2.config import DecodeConfig
+from t2.data.tokenizer import BOS, EOS, PAD
 from t2.errors import ConfigError
 from t2.model.transformer import DecoderState, Transformer
 
 Tensor = torch.Tensor
-PAD, BOS, EOS = 0, 1, 2
 NEG_INF = float("-inf")
 EOS_FLOOR = -1e4  # log-probability of a forced EOS that the model gave none
 
@@ -43,12 +43,12 @@ def length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
 
 
 def max_lengths(model: Transformer, src: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
-    """Per-sentence maximum number of tokens before EOS, (B,). Learned positions cannot
-    go beyond their table, so there the output stops at model.max_positions - 1 tokens."""
+    """Per-sentence maximum number of tokens before EOS, (B,). A positional scheme with a
+    fixed table (learned) stops the output at its length - 1 tokens (BOS takes one)."""
     src_len = src.ne(PAD).sum(dim=1)
     out = (max_len_a * src_len + max_len_b).floor().long().clamp(min=0)
-    if model.cfg.positional == "learned":
-        out = out.clamp(max=model.cfg.max_positions - 1)
+    if model.max_length is not None:
+        out = out.clamp(max=model.max_length - 1)
     return out
 
 
@@ -224,9 +224,8 @@ def beam_search(
 ) -> list[list[Hypothesis]]:
     """Batched beam search (batch x beam rows in one cache) with the GNMT length penalty;
     a sentence stops when `beam_size` hypotheses have ended. Returns the `nbest` best.
-    `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
-    if not 1 <= nbest <= beam_size:
-        raise ConfigError(f"nbest={nbest} must be between 1 and beam_size={beam_size}")
+    `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b. nbest is at
+    most beam_size (DecodeConfig checks it)."""
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
     src_pad = src.eq(PAD)
     max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)

@@ -18,8 +18,9 @@ from transformers import PreTrainedTokenizerFast
 
 from t2.config import DecodeConfig
 from t2.data import encode_source
-from t2.decoding.search import PAD, Hypothesis, search
-from t2.errors import ConfigError, DataError
+from t2.data.tokenizer import PAD
+from t2.decoding.search import Hypothesis, search
+from t2.errors import DataError
 from t2.evaluation.scoring import TestSet, choose_testset, score_corpus
 from t2.model.transformer import Transformer
 from t2.rundir import eval_folder, load_run
@@ -28,16 +29,17 @@ from t2.rundir import eval_folder, load_run
 def _check_lengths(
     model: Transformer, src_ids: Sequence[list[int]], lines: Sequence[int] | None
 ) -> None:
-    """Learned positions have a fixed table: name the first line that does not fit."""
-    if model.cfg.positional != "learned":
-        return  # sinusoidal and rotary tables grow on demand
-    limit = model.cfg.max_positions
+    """A positional scheme with a fixed table (learned): name the first line that does not
+    fit. Schemes whose tables grow on demand have no limit."""
+    limit = model.max_length
+    if limit is None:
+        return
     for i, row in enumerate(src_ids):
         if len(row) > limit:
             line = lines[i] if lines is not None else i + 1
             raise DataError(
                 f"line {line} has {len(row)} tokens, more than model.max_positions={limit} "
-                f"of learned positions; shorten or split that line"
+                f"of {model.cfg.positional} positions; shorten or split that line"
             )
 
 
@@ -63,12 +65,6 @@ def decode_ids(
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses for each source (ids with EOS), batched by length, in input order;
     `lines` are the sources' line numbers for error messages (default 1, 2, ...)."""
-    if cfg.batch_size < 1:
-        raise ConfigError(f"decode.batch_size must be at least 1, got {cfg.batch_size}")
-    if cfg.beam_size < 1:
-        raise ConfigError(f"decode.beam_size must be at least 1, got {cfg.beam_size}")
-    if not 1 <= cfg.nbest <= cfg.beam_size:
-        raise ConfigError(f"decode.nbest={cfg.nbest} must be between 1 and beam_size")
     _check_lengths(model, src_ids, lines)
     device = device if device is not None else next(model.parameters()).device
     out: list[list[Hypothesis]] = [[] for _ in src_ids]

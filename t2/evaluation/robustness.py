@@ -21,9 +21,9 @@ from transformers import PreTrainedTokenizerFast
 
 from t2.config import Config
 from t2.data import collate, encode_source
-from t2.decoding.search import BOS, EOS, PAD
+from t2.data.tokenizer import BOS, EOS, PAD
 from t2.evaluation.evaluate import decode_ids, length_batches
-from t2.evaluation.forced import teacher_forced as forced_figures
+from t2.evaluation.forced import teacher_forced
 from t2.evaluation.scoring import score_corpus
 from t2.model.transformer import Transformer
 
@@ -88,16 +88,17 @@ class ConditionResult:
     position_accuracy: list[float]  # accuracy at target position 0, 1, 2, ...
 
 
-def teacher_forced(
+def forced_on_ids(
     model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int
 ) -> tuple[float, float, list[float]]:
-    """Mean token cross-entropy, token accuracy and accuracy per target position."""
+    """Mean token cross-entropy, token accuracy and accuracy per target position of token
+    ids batched by length (t2.evaluation.forced.teacher_forced on collated batches)."""
     device = next(model.parameters()).device
     batches = (
         collate([{"src_ids": src_ids[i], "tgt_ids": tgt_ids[i]} for i in batch], PAD)
         for batch in length_batches([len(t) for t in tgt_ids], batch_size)
     )
-    figures = forced_figures(model, batches, PAD, device)
+    figures = teacher_forced(model, batches, PAD, device)
     return figures["loss"], figures["accuracy"], figures["position_accuracy"]
 
 
@@ -118,7 +119,7 @@ def run_suite(
     results = []
     for name in PERTURBATIONS:
         perturbed = perturb_sources(src_ids, name, seed)
-        loss, accuracy, position = teacher_forced(model, perturbed, tgt_ids, batch_size)
+        loss, accuracy, position = forced_on_ids(model, perturbed, tgt_ids, batch_size)
         hyps = decode_ids(model, perturbed, decode)
         texts = tokenizer.batch_decode([h[0].tokens for h in hyps], skip_special_tokens=True)
         bleu = score_corpus([t.strip() for t in texts], [list(references)]).bleu

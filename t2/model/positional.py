@@ -29,6 +29,11 @@ class Positional(nn.Module):
     def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
         super().__init__()
 
+    @property
+    def max_length(self) -> int | None:
+        """The most positions the scheme can encode; None: its tables grow on demand."""
+        return None
+
     def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x: (B, T, D) scaled token embeddings at positions offset .. offset+T-1."""
         return x
@@ -79,6 +84,10 @@ class LearnedPositional(Positional):
         # N(0, half the embedding variance), report 002: embeddings are N(0, 1/d_model);
         # initialise() redraws it to follow model.embedding_init.
         nn.init.normal_(self.weight, std=math.sqrt(0.5 / d_model))
+
+    @property
+    def max_length(self) -> int:
+        return self.weight.shape[0]
 
     def embed(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         end = offset + x.shape[1]

@@ -67,6 +67,11 @@ class Transformer(nn.Module):
         x = embedding(ids) * math.sqrt(self.cfg.d_model)  # (B, T, D)
         return self.embed_dropout(self.positional.embed(x, offset))
 
+    @property
+    def max_length(self) -> int | None:
+        """The longest sequence the positional scheme encodes (None: no limit)."""
+        return self.positional.max_length
+
     def encode(self, src: Tensor, src_pad: Tensor | None = None) -> Tensor:
         """src: (B, S) token ids -> memory (B, S, D)."""
         if src_pad is None:

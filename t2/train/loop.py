@@ -19,14 +19,14 @@ from t2.train.checkpointing import restore, set_rng_state, training_state
 from t2.train.setup import Run, build_run
 from t2.train.step import StepStats, train_step
 from t2.train.tracking import MetricsLog, init_wandb
-from t2.train.validate import greedy_scores, teacher_forced
+from t2.train.validate import forced_summary, greedy_scores
 
 
 def validate(run: Run, step: int) -> dict[str, Any]:
     model = run.accelerator.unwrap_model(run.model)
     device, cfg = run.accelerator.device, run.cfg
-    record = {"step": step, **{f"valid_{k}": v for k, v in teacher_forced(
-        model, run.valid_loader, run.tokenizer.pad_token_id, device).items()}}  # fmt: skip
+    figures = forced_summary(model, run.valid_loader, run.tokenizer.pad_token_id, device)
+    record = {"step": step, **{f"valid_{k}": v for k, v in figures.items()}}
     n = cfg.train.valid_bleu_sentences
     if n > 0:
         pairs = run.valid_pairs.select(range(min(n, len(run.valid_pairs))))

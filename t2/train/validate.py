@@ -10,14 +10,15 @@ import torch
 from t2.config import DecodeConfig
 
 
-def teacher_forced(
+def forced_summary(
     model: torch.nn.Module, loader: Any, pad_id: int, device: torch.device
 ) -> dict[str, float]:
-    """Per-token cross-entropy (no smoothing), perplexity and next-token accuracy."""
-    from t2.evaluation.forced import teacher_forced as forced_figures
+    """Per-token cross-entropy (no smoothing), perplexity and next-token accuracy of the
+    model in eval mode: the logged part of t2.evaluation.forced.teacher_forced."""
+    from t2.evaluation.forced import teacher_forced
 
     model.eval()
-    figures = forced_figures(model, loader, pad_id, device)
+    figures = teacher_forced(model, loader, pad_id, device)
     return {k: figures[k] for k in ("loss", "ppl", "accuracy")}
 
 
@@ -48,8 +49,8 @@ def final_evaluation(
     """The test split: teacher-forced figures and the scores of `decode`'s search."""
     from t2.evaluation.evaluate import translate
 
-    results = {f"test_{k}": v for k, v in teacher_forced(model, loader, tokenizer.pad_token_id,
-                                                          device).items()}  # fmt: skip
+    figures = forced_summary(model, loader, tokenizer.pad_token_id, device)
+    results = {f"test_{k}": v for k, v in figures.items()}
     hyps = translate(model, tokenizer, list(pairs["src"]), decode, device, src_bos)
     results.update(score_translations(hyps, list(pairs["tgt"])))
     results.update({"n_sentences": len(hyps), "beam_size": decode.beam_size})
