@@ -1,62 +1,8 @@
-"""Train a recipe: python train.py --recipe NAME [--set section.key=value ...] [--out DIR].
+"""Train a recipe, the same as `t2 train`: python train.py --recipe NAME [--set KEY=VALUE ...]
+[--out DIR]. Also runs under `torchrun --nproc-per-node N train.py ...` and
+`accelerate launch train.py ...`."""
 
-Also runs under `torchrun --nproc-per-node N train.py ...` and `accelerate launch train.py ...`.
-"""
-
-from __future__ import annotations
-
-import argparse
-import json
-import sys
-from pathlib import Path
-
-from t2.cli import add_recipe_arguments, check_out_folder, run_main
-from t2.recipes import load_config
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_recipe_arguments(parser)
-    parser.add_argument("--out", type=Path, help="run directory (default: runs/RECIPE)")
-    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
-    parser.add_argument(
-        "--wandb", choices=["online", "offline", "disabled"], default="offline",
-        help="W&B logging mode (default offline: no account needed)",
-    )  # fmt: skip
-    parser.add_argument("--dry-run", action="store_true", help="describe the model and stop")
-    parser.add_argument(
-        "--lr-find", action="store_true", help="learning-rate range test (Smith 2015) and stop"
-    )
-    return parser.parse_args()
-
-
-def main() -> None:
-    args = parse_args()
-    cfg = load_config(args.recipe, args.overrides)
-    if args.dry_run:
-        from t2.describe import describe
-
-        print(describe(cfg, args.recipe))
-        return
-    out = check_out_folder(args.out or Path("runs") / Path(args.recipe).stem)
-    if not sys.stderr.isatty():  # in a log file, datasets' progress bars are only noise
-        import datasets
-
-        datasets.disable_progress_bars()
-    if args.lr_find:
-        from t2.train.lr_find import lr_find
-
-        suggestion, plot = lr_find(cfg, out)
-        print(f"suggested learning rate: {suggestion:.3g} (plot: {plot})")
-        return
-    from t2.train import run_training
-
-    results = run_training(cfg, args.recipe, out, args.resume, args.wandb)
-    if results:
-        shown = {k: v for k, v in results.items() if "signature" not in k}
-        print(json.dumps(shown, indent=2))
-        print(f"results: {out / 'results.json'}")
-
+from t2.cli import run_script
 
 if __name__ == "__main__":
-    run_main(main)
+    run_script("train")

@@ -1,70 +1,7 @@
-"""The robustness suite of report 003 for one or several checkpoints side by side:
-python evaluation/robustness.py --checkpoint A [B ...] --src FILE --ref FILE.
-Shuffles the middle 50% of source tokens, drops 20%, repeats 20%; prints loss, accuracy and
-greedy BLEU under each against the clean control, and writes them (with the accuracy at each
-target position) as JSON."""
+"""Report 003's robustness suite, the same as `t2 robustness`:
+python evaluation/robustness.py --checkpoint A [B ...] --src FILE --ref FILE."""
 
-from __future__ import annotations
-
-import argparse
-import json
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
-
-from t2.cli import run_main  # noqa: E402
-from t2.errors import ConfigError, DataError  # noqa: E402
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--checkpoint", nargs="+", required=True, help="run directories or checkpoints"
-    )
-    parser.add_argument("--src", required=True, help="source file, one sentence a line")
-    parser.add_argument("--ref", required=True, help="reference file aligned with --src")
-    parser.add_argument("--max-sentences", type=int, default=500, help="first N pairs (0: all)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the perturbations")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
-    parser.add_argument("--out", default="robustness.json", help="JSON file to write")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
-    return parser.parse_args()
-
-
-def main() -> None:
-    args = parse_args()
-    import torch
-    from rich.console import Console
-
-    from t2.evaluation.robustness import run_suite, side_by_side, to_json
-    from t2.evaluation.scoring import local_testset
-    from t2.rundir import RunDir, load_run
-
-    if args.batch_size < 1 or args.max_sentences < 0:
-        raise ConfigError("--batch-size must be at least 1 and --max-sentences at least 0")
-    if not Path(args.out).parent.is_dir():  # checked first: the suite takes minutes
-        raise DataError(f"output folder of {args.out} not found; create it or pass another")
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    data = local_testset(args.src, args.ref)
-    limit = args.max_sentences or len(data.sources)
-    sources, references = data.sources[:limit], data.references[0][:limit]
-    results = {}
-    for path in args.checkpoint:
-        model, cfg, tokenizer, ckpt = load_run(path, 0, device)
-        label = f"{RunDir.of(ckpt).path.name}/{ckpt.name} ({cfg.model.positional})"
-        if label in results:
-            label = f"{label} #{len(results) + 1}"
-        results[label] = run_suite(
-            model, tokenizer, cfg, sources, references, args.seed, args.batch_size
-        )
-    width = None if sys.stdout.isatty() else 60 + 40 * len(results)  # pipes: no folding
-    Console(width=width).print(side_by_side(results))
-    report = {"src": args.src, "ref": args.ref, "n_sentences": len(sources), "seed": args.seed,
-              "results": to_json(results)}  # fmt: skip
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
-
+from t2.cli import run_script
 
 if __name__ == "__main__":
-    run_main(main)
+    run_script("robustness")

@@ -49,7 +49,8 @@ def test_missing_input_and_bad_nbest_fail_in_one_line(toy, tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "missing.txt not found" in result.stderr
     result = run_script("--checkpoint", str(run), "--beam", "2", "--nbest", "3")
-    assert result.returncode == 2 and "--nbest 3 needs --beam of at least 3" in result.stderr
+    message = "decode.nbest=3 is more than decode.beam_size=2"  # checked by DecodeConfig
+    assert result.returncode == 2 and message in result.stderr
 
 
 def test_input_that_is_not_utf8_and_a_missing_output_folder_fail_in_one_line(toy, tmp_path):

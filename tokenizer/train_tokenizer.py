@@ -1,52 +1,7 @@
-"""Train a recipe's joint BPE once: python tokenizer/train_tokenizer.py --recipe NAME --out DIR.
+"""Train a recipe's joint BPE once, the same as `t2 tokenizer`:
+python tokenizer/train_tokenizer.py --recipe NAME --out DIR."""
 
-It reads both sides of the recipe's cleaned train split; later runs reuse the folder with
---set data.tokenizer=DIR. An existing tokenizer in DIR is kept unless --force is given.
-"""
-
-from __future__ import annotations
-
-import argparse
-import sys
-import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # t2 from a checkout, uninstalled
-
-from t2.cli import add_recipe_arguments, check_out_folder, run_main
-from t2.data import load_pairs, load_tokenizer, train_tokenizer
-from t2.data.tokenizer import both_sides
-from t2.recipes import load_config
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_recipe_arguments(parser)
-    parser.add_argument("--out", type=Path, required=True, help="folder to save the tokenizer in")
-    parser.add_argument("--force", action="store_true", help="retrain even if --out holds one")
-    return parser.parse_args()
-
-
-def main() -> None:
-    args = parse_args()
-    cfg = load_config(args.recipe, args.overrides)
-    check_out_folder(args.out)
-    if (args.out / "tokenizer.json").is_file() and not args.force:
-        tok = load_tokenizer(args.out)
-        print(f"tokenizer: {args.out} exists ({len(tok)} entries); reusing it (--force retrains)")
-        return
-    pairs = load_pairs(cfg.data, "train", cfg.train.seed)
-    start = time.perf_counter()
-    data = cfg.data
-    tok = train_tokenizer(
-        both_sides(pairs), data.vocab_size, data.min_frequency, data.split_digits, args.out
-    )
-    seconds = time.perf_counter() - start
-    print(f"tokenizer: {len(tok)} entries from {len(pairs)} pairs in {seconds:.1f}s -> {args.out}")
-    sample = pairs[0]["src"]
-    print(f"example: {sample!r} -> {tok.tokenize(sample)}")
-    print(f"reuse it with: --set data.tokenizer={args.out}")
-
+from t2.cli import run_script
 
 if __name__ == "__main__":
-    run_main(main)
+    run_script("tokenizer")

@@ -1,0 +1,38 @@
+"""Score a checkpoint with sacreBLEU's BLEU and chrF:
+t2 evaluate --checkpoint RUN_OR_CHECKPOINT [--src FILE --ref FILE | --testset NAME
+--langpair xx-yy] [--beam-size N] [--lenpen A] [--average-last N].
+Without --src/--ref or --testset, the run's own test split is translated."""
+
+from __future__ import annotations
+
+import argparse
+
+from t2.cli import add_decode_arguments, check_out_folder, default_device
+
+HELP = "translate a test set and score it with sacreBLEU (BLEU, chrF, signatures)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="a run directory or a checkpoint")
+    parser.add_argument("--src", help="source file, one sentence a line")
+    parser.add_argument("--ref", help="reference file aligned with --src")
+    parser.add_argument("--testset", help="a sacreBLEU test set, e.g. wmt14 (needs its cache)")
+    parser.add_argument("--langpair", help="language pair of --testset, e.g. de-en")
+    add_decode_arguments(parser, nbest=False)
+    parser.add_argument("--out", help="folder for hyps.txt and scores.json (default: beside it)")
+    parser.add_argument("--show", type=int, default=10, help="rows of the sample table")
+
+
+def run(args: argparse.Namespace) -> None:
+    from t2.evaluation.evaluate import EvalOptions, evaluate
+
+    if args.out:
+        check_out_folder(args.out)
+    device = default_device(args.device)
+    opts = EvalOptions(
+        checkpoint=args.checkpoint, src=args.src, ref=args.ref, testset=args.testset,
+        langpair=args.langpair, beam=args.beam_size, lenpen=args.lenpen,
+        batch_size=args.batch_size, average_last=args.average_last, out=args.out,
+        show=args.show, device=device,
+    )  # fmt: skip
+    evaluate(opts)

@@ -1,0 +1,60 @@
+"""Train a recipe: t2 train --recipe NAME [--set section.key=value ...] [--out DIR].
+
+Also runs under `torchrun --nproc-per-node N -m t2 train ...` (or `torchrun ... train.py`)
+and `accelerate launch train.py ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from t2.cli import add_recipe_arguments, check_out_folder
+
+HELP = "train a recipe (CPU, GPU, torchrun, accelerate launch); --resume continues a run"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_recipe_arguments(parser)
+    parser.add_argument("--out", type=Path, help="run directory (default: runs/RECIPE)")
+    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    parser.add_argument(
+        "--wandb", choices=["online", "offline", "disabled"], default="offline",
+        help="W&B logging mode (default offline: no account needed)",
+    )  # fmt: skip
+    parser.add_argument("--dry-run", action="store_true", help="describe the model and stop")
+    parser.add_argument(
+        "--lr-find", action="store_true", help="learning-rate range test (Smith 2015) and stop"
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    from t2.recipes import load_config
+
+    cfg = load_config(args.recipe, args.overrides)
+    if args.dry_run:
+        from t2.describe import describe
+
+        print(describe(cfg, args.recipe))
+        return
+    out = check_out_folder(args.out or Path("runs") / Path(args.recipe).stem)
+    if not sys.stderr.isatty():  # in a log file, datasets' progress bars are only noise
+        import datasets
+
+        datasets.disable_progress_bars()
+    if args.lr_find:
+        from t2.train.lr_find import lr_find
+
+        suggestion, plot = lr_find(cfg, out)
+        print(f"suggested learning rate: {suggestion:.3g} (plot: {plot})")
+        return
+    from t2.rundir import RunDir
+    from t2.train import run_training
+
+    results = run_training(cfg, args.recipe, out, args.resume, args.wandb)
+    if results:
+        shown = {k: v for k, v in results.items() if "signature" not in k}
+        print(json.dumps(shown, indent=2))
+        print(f"results: {RunDir(out).results}")

@@ -1,0 +1,81 @@
+"""Translate text line by line: t2 translate --checkpoint RUN_OR_CHECKPOINT [--input FILE]
+[--beam-size N]. Reads standard input by default and writes one line per input line
+(blank lines stay blank), flushing after every batch; --nbest N writes N lines per input
+as `INDEX ||| TRANSLATION ||| SCORE` (Moses n-best format)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+from t2.cli import add_decode_arguments, decode_changes, default_device
+from t2.errors import DataError
+
+HELP = "translate standard input or a file line by line (n-best in Moses format)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="a run directory or a checkpoint")
+    parser.add_argument("--input", help="file to translate (default: standard input)")
+    parser.add_argument("--output", help="file to write (default: standard output)")
+    add_decode_arguments(parser, nbest=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    import dataclasses
+
+    from t2.evaluation.evaluate import translate_stream
+    from t2.rundir import load_run
+
+    if args.input and not Path(args.input).is_file():
+        raise DataError(f"input file {args.input} not found; pass an existing file or use stdin")
+    if args.output and not Path(args.output).parent.is_dir():
+        raise DataError(f"output folder of {args.output} not found; create it or pass another")
+    device = default_device(args.device)
+    model, cfg, tokenizer, _ = load_run(args.checkpoint, args.average_last, device)
+    decode = dataclasses.replace(cfg.decode, **decode_changes(args))  # checks nbest <= beam
+    with contextlib.ExitStack() as stack:
+        if not args.input and hasattr(sys.stdin, "reconfigure"):  # strict, as for files
+            sys.stdin.reconfigure(encoding="utf-8", errors="strict")
+        source = (
+            stack.enter_context(open(args.input, encoding="utf-8")) if args.input else sys.stdin
+        )
+        sink = (
+            stack.enter_context(open(args.output, "w", encoding="utf-8"))
+            if args.output
+            else sys.stdout
+        )
+        lines = utf8_lines(source, args.input or "standard input")
+        batches = translate_stream(model, tokenizer, lines, decode, device, cfg.data.src_bos)
+        write(batches, sink, decode.nbest)
+
+
+def utf8_lines(source: TextIO, name: str) -> Iterator[str]:
+    """Lines without their line ends; input that is not UTF-8 stops with a one-line error
+    (decoding runs ahead in blocks, so the line named is where reading stopped)."""
+    number = 0
+    try:
+        for number, line in enumerate(source, 1):  # noqa: B007  (read in the except)
+            yield line.rstrip("\r\n")
+    except UnicodeDecodeError as err:
+        raise DataError(
+            f"{name}: byte 0x{err.object[err.start]:02x} in line {number + 1} or later is not "
+            f"UTF-8; convert the text, e.g. iconv -f latin1 -t utf-8"
+        ) from None
+
+
+def write(batches: Iterable[list[list[tuple[str, float]]]], sink: TextIO, nbest: int) -> None:
+    """One line per input, or `nbest` lines in Moses format; flushed after every batch."""
+    index = 0
+    for batch in batches:
+        for hyps in batch:
+            if nbest == 1:
+                sink.write(hyps[0][0] + "\n")
+            else:
+                sink.writelines(f"{index} ||| {text} ||| {score:.4f}\n" for text, score in hyps)
+            index += 1
+        sink.flush()

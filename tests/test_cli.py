@@ -1,0 +1,89 @@
+"""The `t2` command: its verbs, one-line errors, the old scripts as thin wrappers of the same
+code, one spelling for decoding options, and `t2 average` end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_evaluation_helpers import tiny_config, write_run
+
+from t2.cli import build_parser
+from t2.commands import VERBS
+from t2.rundir import RunDir, read_meta
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+SCRIPTS = {"train": "train.py", "evaluate": "evaluate_model.py",
+           "translate": "evaluation/translate.py", "robustness": "evaluation/robustness.py",
+           "tokenizer": "tokenizer/train_tokenizer.py"}  # fmt: skip
+
+
+def t2(*args: str, script: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    head = [str(ROOT / script)] if script else ["-m", "t2"]
+    return subprocess.run([sys.executable, *head, *args], capture_output=True, text=True,
+                          env=ENV, cwd=cwd, timeout=300)  # fmt: skip
+
+
+def test_help_lists_every_verb_and_each_verb_has_help(capsys):
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["--help"])
+    listing = capsys.readouterr().out
+    assert done.value.code == 0 and all(f"    {verb}" in listing for verb in VERBS)
+    for verb in VERBS:
+        with pytest.raises(SystemExit) as done:
+            build_parser().parse_args([verb, "--help"])
+        assert done.value.code == 0 and "usage: t2 " + verb in capsys.readouterr().out
+
+
+def test_an_unknown_verb_or_option_is_one_line_naming_the_choices():
+    result = t2("frob")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "invalid choice: 'frob'" in result.stderr and all(v in result.stderr for v in VERBS)
+    result = t2("evaluate", "--checkpoint", "x", "--beem", "4")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "unrecognized arguments: --beem 4" in result.stderr
+
+
+def test_the_scripts_run_the_same_code_as_the_verbs(tmp_path):
+    """train.py under python (and so torchrun) and `t2 train` print the same; the scripts
+    are wrappers with no sys.path edits, so they also run from another folder."""
+    by_verb = t2("train", "--recipe", "quickstart", "--dry-run")
+    by_script = t2("--recipe", "quickstart", "--dry-run", script="train.py", cwd=tmp_path)
+    assert by_verb.returncode == by_script.returncode == 0, by_script.stderr
+    assert by_verb.stdout == by_script.stdout and "parameters" in by_verb.stdout
+    for verb, script in SCRIPTS.items():
+        text = (ROOT / script).read_text()
+        assert f'run_script("{verb}")' in text and "sys.path" not in text, script
+        assert len(text.splitlines()) <= 10, script
+
+
+def test_beam_is_an_alias_of_beam_size_the_decode_key():
+    for verb in ("evaluate", "translate"):
+        a = build_parser().parse_args([verb, "--checkpoint", "r", "--beam", "3"])
+        b = build_parser().parse_args([verb, "--checkpoint", "r", "--beam-size", "3"])
+        assert a.beam_size == b.beam_size == 3
+
+
+def test_average_writes_a_checkpoint_that_evaluate_scores(toy, tmp_path):
+    _, model, tokenizer = toy
+    cfg = tiny_config(len(tokenizer))
+    run = write_run(tmp_path / "run", model, cfg, tokenizer, steps=(1, 2, 3))
+    out = tmp_path / "avg"
+    result = t2("average", str(run), "--last", "2", "--out", str(out))
+    assert result.returncode == 0 and str(out) in result.stdout, result.stderr
+    assert read_meta(out)["averaged"] == ["step-0000002", "step-0000003"]
+    assert (out / "tokenizer" / "tokenizer.json").is_file()  # self-contained
+    src, ref = tmp_path / "test.src", tmp_path / "test.ref"
+    src.write_text("a b c\nd e f\n")
+    ref.write_text("a b c\nd e f\n")
+    result = t2("evaluate", "--checkpoint", str(out), "--src", str(src), "--ref", str(ref),
+                "--device", "cpu", "--show", "0")  # fmt: skip
+    assert result.returncode == 0 and "BLEU" in result.stdout, result.stderr
+    result = t2("average", str(run), "--last", "4")
+    assert result.returncode == 2 and "needs 4 complete checkpoints" in result.stderr
+    beside = RunDir(run).checkpoint_dir / "avg-last2-step-0000003"
+    assert t2("average", str(run), "--last", "2").returncode == 0 and beside.is_dir()
