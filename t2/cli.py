@@ -91,6 +91,9 @@ def add_decode_arguments(parser: argparse.ArgumentParser, nbest: bool) -> None:
                         help="decode.beam_size (1: greedy); default: the run's")  # fmt: skip
     parser.add_argument("--lenpen", type=float, help="decode.lenpen, the GNMT length penalty")
     parser.add_argument("--batch-size", type=int, help="decode.batch_size: sentences a batch")
+    parser.add_argument(
+        "--stopping", choices=("exact", "first_k"), help="decode.stopping: when a beam ends"
+    )
     if nbest:
         parser.add_argument("--nbest", type=int, help="decode.nbest: hypotheses per line")
     parser.add_argument(
@@ -102,7 +105,7 @@ def add_decode_arguments(parser: argparse.ArgumentParser, nbest: bool) -> None:
 
 def decode_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The decode.* keys that the command line sets."""
-    keys = ("beam_size", "lenpen", "batch_size", "nbest")
+    keys = ("beam_size", "lenpen", "batch_size", "nbest", "stopping")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 

@@ -246,6 +246,11 @@ class DecodeConfig(Section):
     max_len_b: int = 50
     batch_size: int = 64  # sentences per decoding batch
     nbest: int = 1  # hypotheses returned per sentence, at most beam_size
+    # when a sentence's beam search ends. exact: once beam_size hypotheses have ended and
+    # no running one can still beat the worst of them by the time it reaches the maximum
+    # length (an exact bound, as transformers' early_stopping="never"); first_k: as soon
+    # as beam_size have ended (fairseq's rule; it misses later, better hypotheses)
+    stopping: str = choice("exact", "first_k")
 
     def __post_init__(self) -> None:
         super().__post_init__()

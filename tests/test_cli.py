@@ -83,6 +83,12 @@ def test_average_writes_a_checkpoint_that_evaluate_scores(toy, tmp_path):
     result = t2("evaluate", "--checkpoint", str(out), "--src", str(src), "--ref", str(ref),
                 "--device", "cpu", "--show", "0")  # fmt: skip
     assert result.returncode == 0 and "BLEU" in result.stdout, result.stderr
+    elsewhere = tmp_path / "notes"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    result = t2("average", str(run), "--last", "2", "--out", str(elsewhere))
+    assert result.returncode == 2 and "is not an averaged checkpoint" in result.stderr
+    assert (elsewhere / "keep.txt").read_text() == "mine"  # nothing of the user's removed
     result = t2("average", str(run), "--last", "4")
     assert result.returncode == 2 and "needs 4 complete checkpoints" in result.stderr
     beside = RunDir(run).checkpoint_dir / "avg-last2-step-0000003"

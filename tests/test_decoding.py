@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -183,3 +184,69 @@ def test_decoding_with_learned_positions_stops_at_the_table():
     sinusoidal = Transformer(ModelConfig(**tiny, positional="sinusoidal"))
     assert max_lengths(learned, src, 1.0, 50).tolist() == [19, 19]
     assert max_lengths(sinusoidal, src, 1.0, 50).tolist() == [55, 55]
+
+
+class _TreeModel:
+    """A 'model' whose next-token distribution is a table over prefixes (absent: EOS)."""
+
+    max_length = None
+
+    def __init__(self, tree: dict[tuple[int, ...], dict[int, float]], vocab: int = 12) -> None:
+        self.tree, self.vocab = tree, vocab
+
+    def encode(self, src: torch.Tensor, src_pad: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(src.shape[0], src.shape[1], 1)
+
+    def new_state(self) -> _TreeModel._Prefixes:
+        return _TreeModel._Prefixes()
+
+    def decode(self, tgt, memory, src_pad, state):  # noqa: ANN001, ANN201
+        state.rows = [row + [t] for row, t in zip(state.rows or [[]] * len(tgt),
+                                                  tgt[:, -1].tolist(), strict=True)]  # fmt: skip
+        logits = torch.full((len(tgt), 1, self.vocab), -1e9)
+        for i, row in enumerate(state.rows):
+            for token, p in self.tree.get(tuple(row[1:]), {2: 1.0}).items():  # 2: EOS
+                logits[i, 0, token] = math.log(p)
+        return logits
+
+    class _Prefixes:
+        def __init__(self) -> None:
+            self.rows: list[list[int]] = []
+            self.self_caches = [self]
+
+        def reorder(self, index: torch.Tensor) -> None:
+            self.rows = [list(self.rows[i]) for i in index.tolist()] if self.rows else []
+
+
+def test_the_exact_rule_finds_a_better_hypothesis_that_ends_after_beam_size_others():
+    """Two short hypotheses (S EOS, S S2 EOS) end first; the best one, L L L EOS, ends a
+    step later. fairseq's rule stops at the second ended one; the exact bound goes on."""
+    L, S, U, S2, EOS = 3, 4, 5, 6, 2  # noqa: N806
+    tree = {
+        (): {L: 0.40, S: 0.35, U: 0.25},
+        (S,): {EOS: 0.6, S2: 0.4},
+        (S, S2): {EOS: 0.95, U: 0.05},
+        (L,): {L: 0.95, EOS: 0.05},
+        (L, L): {L: 0.95, EOS: 0.05},
+        (L, L, L): {EOS: 0.95, L: 0.05},
+    }
+    model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
+    first_k = beam_search(model, src, beam_size=2, alpha=0.6, max_len_b=10, stopping="first_k")
+    exact = beam_search(model, src, beam_size=2, alpha=0.6, max_len_b=10, stopping="exact")
+    assert first_k[0][0].tokens == [S]  # the rule stopped before L L L could end
+    assert exact[0][0].tokens == [L, L, L]
+    want = (math.log(0.4) + 2 * math.log(0.95) + math.log(0.95)) / length_penalty(4, 0.6)
+    assert exact[0][0].score == pytest.approx(want, abs=1e-5)
+    assert exact[0][0].score > first_k[0][0].score
+
+
+def test_the_exact_bound_is_the_best_score_a_running_beam_can_reach():
+    from t2.decoding.search import best_possible
+
+    log_prob, max_len = torch.tensor([-2.0, -2.0]), torch.tensor([4, 9])
+    bound = best_possible(log_prob, max_len, 0.6)
+    # any continuation: the sum can only fall, and its length is at most max_len + 1
+    for i, m in enumerate(max_len.tolist()):
+        reachable = [(-2.0 - extra) / length_penalty(n, 0.6)
+                     for n in range(1, m + 2) for extra in (0.0, 0.5)]  # fmt: skip
+        assert max(reachable) == pytest.approx(bound[i].item())

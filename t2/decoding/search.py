@@ -19,7 +19,6 @@ import torch.nn.functional as F
 
 from t2.config import DecodeConfig
 from t2.data.tokenizer import BOS, EOS, PAD
-from t2.errors import ConfigError
 from t2.model.transformer import DecoderState, Transformer
 
 Tensor = torch.Tensor
@@ -221,11 +220,13 @@ def beam_search(
     max_len_b: int = 50,
     nbest: int = 1,
     lengths: Tensor | None = None,
+    stopping: str = "exact",
 ) -> list[list[Hypothesis]]:
-    """Batched beam search (batch x beam rows in one cache) with the GNMT length penalty;
-    a sentence stops when `beam_size` hypotheses have ended. Returns the `nbest` best.
-    `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b. nbest is at
-    most beam_size (DecodeConfig checks it)."""
+    """Batched beam search (batch x beam rows in one cache) with the GNMT length penalty.
+    A sentence stops at its maximum length, or once `beam_size` hypotheses have ended and
+    (stopping "exact") none of its running beams can still beat the worst of them; with
+    "first_k", at once (fairseq). Returns the `nbest` best, nbest <= beam_size.
+    `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
     src_pad = src.eq(PAD)
     max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
@@ -254,9 +255,10 @@ def beam_search(
         rows = (torch.arange(n, device=dev)[:, None] * width + beam).view(-1)  # (N*K,)
         last = next_tok.view(-1)
         beams.follow(state, rows, expand=width == 1)
-        done = (
-            fin.score[:, K - 1].gt(NEG_INF) | (t >= beams.max_len) | beams.scores[:, 0].isneginf()
-        )
+        full = fin.score[:, K - 1].gt(NEG_INF)
+        if stopping == "exact":
+            full &= fin.score[:, K - 1] >= best_possible(beams.scores[:, 0], beams.max_len, alpha)
+        done = full | (t >= beams.max_len) | beams.scores[:, 0].isneginf()
         if not bool(done.any()):  # the one host sync per step
             continue
         results.append((beams.sent[done], fin.take(done)))
@@ -268,6 +270,13 @@ def beam_search(
         beams.keep(keep, keep_rows)
         last = last[keep_rows]
     return _collect(results, B, nbest, alpha)
+
+
+def best_possible(log_prob: Tensor, max_len: Tensor, alpha: float) -> Tensor:
+    """The highest score a running beam with summed log-probability `log_prob` (<= 0) can
+    still reach: later tokens only lower the sum, and the GNMT penalty grows with length,
+    so the bound is the sum divided by the penalty at the maximum length (EOS included)."""
+    return log_prob / length_penalty(max_len.float() + 1.0, alpha)
 
 
 def _collect(results: list, batch: int, nbest: int, alpha: float) -> list[list[Hypothesis]]:
@@ -284,10 +293,7 @@ def _collect(results: list, batch: int, nbest: int, alpha: float) -> list[list[H
 
 def search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[list[Hypothesis]]:
     """Greedy when cfg.beam_size is 1, beam search otherwise."""
-    if cfg.beam_size < 1:
-        raise ConfigError(f"decode.beam_size must be at least 1, got {cfg.beam_size}")
     if cfg.beam_size == 1:
         return greedy_search(model, src, cfg.max_len_a, cfg.max_len_b, cfg.lenpen)
-    return beam_search(
-        model, src, cfg.beam_size, cfg.lenpen, cfg.max_len_a, cfg.max_len_b, cfg.nbest
-    )
+    return beam_search(model, src, cfg.beam_size, cfg.lenpen, cfg.max_len_a, cfg.max_len_b,
+                       cfg.nbest, stopping=cfg.stopping)  # fmt: skip

@@ -144,6 +144,7 @@ class EvalOptions:
     beam: int | None = None
     lenpen: float | None = None
     batch_size: int | None = None
+    stopping: str | None = None
     average_last: int = 0
     out: str | None = None
     show: int = 10
@@ -151,7 +152,8 @@ class EvalOptions:
 
 
 def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
-    changes = {"beam_size": opts.beam, "lenpen": opts.lenpen, "batch_size": opts.batch_size}
+    changes = {"beam_size": opts.beam, "lenpen": opts.lenpen, "batch_size": opts.batch_size,
+               "stopping": opts.stopping}  # fmt: skip
     return replace(base, nbest=1, **{k: v for k, v in changes.items() if v is not None})
 
 

@@ -68,6 +68,13 @@ def average_weights(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
     return {k: (v / len(checkpoints)).to(dtypes[k]) for k, v in total.items()}
 
 
+def _meta(folder: Path) -> dict:
+    try:
+        return read_meta(folder)
+    except CheckpointError:
+        return {}
+
+
 def average_checkpoints(path: str | Path, n: int, out: str | Path | None = None) -> Path:
     """Write the mean of the last `n` checkpoints as a checkpoint folder and return it: by
     default beside them (checkpoints/avg-last{n}-<newest>), else at `out` with the run's
@@ -78,6 +85,10 @@ def average_checkpoints(path: str | Path, n: int, out: str | Path | None = None)
     sources = [p.name for p in found]
     if is_complete(folder) and read_meta(folder).get("averaged") == sources and not out:
         return folder  # already averaged from the same checkpoints
+    if out and folder.exists() and any(folder.iterdir()) and "averaged" not in _meta(folder):
+        raise CheckpointError(
+            f"--out {folder} exists and is not an averaged checkpoint; pass a new folder"
+        )
     if len({read_config(p).model for p in found}) > 1:
         raise CheckpointError(f"the last {n} checkpoints of {path} differ in model config")
     tmp = folder.with_name(f".tmp-{folder.name}")
