@@ -44,7 +44,7 @@ def _describe(parser: argparse.ArgumentParser, module: ModuleType) -> argparse.A
     parser.description = module.__doc__
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     module.add_arguments(parser)
-    parser.set_defaults(run=module.run)
+    parser.set_defaults(run=module.run, verb_parser=parser)
     return parser
 
 
@@ -64,7 +64,9 @@ def build_parser() -> Parser:
 
 def main(argv: list[str] | None = None) -> None:
     """`t2 COMMAND ...`: `t2 --help` lists the commands, `t2 COMMAND --help` their options."""
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # reported by the verb, so the line points at `t2 VERB --help`
+        args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     run_main(lambda: args.run(args))
 
 

@@ -45,7 +45,7 @@ def test_an_unknown_verb_or_option_is_one_line_naming_the_choices():
     assert "invalid choice: 'frob'" in result.stderr and all(v in result.stderr for v in VERBS)
     result = t2("evaluate", "--checkpoint", "x", "--beem", "4")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert "unrecognized arguments: --beem 4" in result.stderr
+    assert "unrecognized arguments: --beem 4; see t2 evaluate --help" in result.stderr
 
 
 def test_the_scripts_run_the_same_code_as_the_verbs(tmp_path):
