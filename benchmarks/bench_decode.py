@@ -13,6 +13,12 @@ sentence's length is reached, then forced. --lengths picks that length:
 t2 emits the tokens then EOS; HF the same (its processor forces EOS at that step). The
 sentences (real newstest2013 German) are batched identically for both, longest first.
 Prints figures and ratios; it is not a timed test.
+
+With --checkpoint RUN_DIR it times t2's beam search rules against each other instead, on a
+trained model left free to end its sentences (no forcing): decode.stopping "first_k"
+(fairseq's rule, t2's before 0.2) and "exact" on --src (default: the Multi30k validation
+German), interleaved, with the wall-time ratio exact / first_k:
+python benchmarks/bench_decode.py --checkpoint runs/multi30k_peer --beams 4
 """
 
 from __future__ import annotations
@@ -60,6 +66,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for both")
     p.add_argument("--repeats", type=int, default=2, help="timed runs per setting (best kept)")
+    p.add_argument("--checkpoint", help="a trained run: compare stopping rules on it instead")
+    p.add_argument("--src", help="source file for --checkpoint (default: Multi30k val.de)")
+    p.add_argument("--lenpen", type=float, default=0.6, help="alpha for --checkpoint")
     return p.parse_args()
 
 
@@ -232,9 +241,14 @@ def compare(engines: dict, work: tuple, beam: int, args) -> dict[str, Timing]:
 
 def report(label: str, timings: dict[str, Timing], n_sentences: int) -> None:
     for name, t in timings.items():
-        print(f"{label:8} {name:5} {t.wall:8.2f} {t.tokens / t.wall:9.1f} "
+        print(f"{label:8} {name:7} {t.wall:8.2f} {t.tokens / t.wall:9.1f} "
               f"{n_sentences / t.wall:7.2f} {t.cpu:8.2f} {t.tokens / t.cpu:9.1f} "
               f"{t.peak_mib:9.1f}", flush=True)  # fmt: skip
+    if "hf" not in timings:
+        first, exact = timings["first_k"], timings["exact"]
+        print(f"{'':8} exact/first_k time: {exact.wall / first.wall:.2f}x wall, "
+              f"{exact.cpu / first.cpu:.2f}x CPU time", flush=True)  # fmt: skip
+        return
     t2, hf = timings["t2"], timings["hf"]
     print(f"{'':8} t2/hf throughput: {(t2.tokens / t2.wall) / (hf.tokens / hf.wall):.2f}x wall, "
           f"{(t2.tokens / t2.cpu) / (hf.tokens / hf.cpu):.2f}x CPU time", flush=True)  # fmt: skip
@@ -249,8 +263,48 @@ def target_lengths(args, tokenizer, src_ids: list[list[int]]) -> list[int]:
     return [min(max(len(r), 1), len(s) + 50) for r, s in zip(ref_ids, src_ids, strict=True)]
 
 
+def searcher(stopping: str):
+    """A t2 search of a trained model, free to end its sentences, with this stopping rule."""
+
+    def run(model: Transformer, src_ids: list[list[int]], beam: int, args) -> int:
+        tokens = 0
+        for batch in length_batches([len(r) for r in src_ids], args.batch_size):
+            src = pad_batch([src_ids[i] for i in batch], args.device)
+            if beam == 1:
+                hyps = greedy_search(model, src, alpha=args.lenpen)
+            else:
+                hyps = beam_search(model, src, beam, args.lenpen, stopping=stopping)
+            tokens += sum(len(h[0].tokens) + 1 for h in hyps)
+        return tokens
+
+    return run
+
+
+def stopping_rules(args: argparse.Namespace) -> None:
+    """Time the beam search rules on a trained run (--checkpoint)."""
+    from t2.rundir.store import load_run
+
+    model, cfg, tokenizer, _ = load_run(args.checkpoint, device=args.device)
+    src_file = Path(args.src) if args.src else DATA / "multi30k" / "val.de"
+    lines = [s for s in src_file.read_text(encoding="utf-8").split("\n") if s.strip()]
+    src_ids = encode_source(tokenizer, lines[: args.sentences], cfg.data.src_bos)
+    model.eval()
+    engines = {"first_k": (searcher("first_k"), model), "exact": (searcher("exact"), model)}
+    print(
+        f"{args.checkpoint}: {len(src_ids)} sentences of {src_file}; CPU, {args.threads} "
+        f"threads; alpha {args.lenpen}; batch {args.batch_size}; best of {args.repeats}"
+    )
+    print(f"{'search':8} {'rule':7} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
+          f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}")  # fmt: skip
+    for beam in [int(b) for b in args.beams.split(",") if int(b) > 1]:
+        report(f"beam {beam}", compare(engines, (src_ids,), beam, args), len(src_ids))
+
+
 def main() -> None:
     args = parse_args()
+    if args.checkpoint:
+        torch.set_num_threads(args.threads)
+        return stopping_rules(args)
     src_file = DATA / "newstest" / "newstest2013.de"
     if not src_file.is_file():
         sys.exit(f"error: {src_file} not found; set T2_SHARED_DATA to the shared data folder")
@@ -268,7 +322,7 @@ def main() -> None:
           f"{sum(lengths) / len(lengths):.1f} target tokens + EOS each ({args.lengths} "
           f"lengths); batch {args.batch_size}; "
           f"best of {args.repeats}")  # fmt: skip
-    print(f"{'search':8} {'engine':5} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
+    print(f"{'search':8} {'engine':7} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
           f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}")  # fmt: skip
     engines = {"t2": (run_t2, t2_model), "hf": (run_hf, hf_model)}
     for beam in [int(b) for b in args.beams.split(",")]:
