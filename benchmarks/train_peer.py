@@ -98,7 +98,7 @@ def train(args: argparse.Namespace, cfg, tokenizer, out: Path) -> tuple[Peer, fl
                     logits, b["tgt_out"], tokenizer.pad_token_id, cfg.train.label_smoothing
                 )
                 (loss / n).backward()
-                loss_sum += float(loss)
+                loss_sum += float(loss.detach())
             if cfg.train.clip_norm > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_norm)
             optimizer.step()

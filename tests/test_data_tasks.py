@@ -64,15 +64,17 @@ def _parse(text: str) -> tuple[date, str | None]:
 
 
 def test_fake_dates_are_correct_iso_dates_with_true_weekdays() -> None:
-    seen_formats = set()
+    seen_formats, weekdays = set(), 0
     for x, y in zip(*generate("fake_dates", "train", 500, 7), strict=True):
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", y)
         parsed, weekday = _parse(x)
         assert parsed.isoformat() == y
         if weekday:
             assert DAYS[parsed.weekday()] == weekday
+            weekdays += 1
         seen_formats.add(re.sub(r"\d", "9", re.sub(r"[A-Za-z]+", "w", x)))
     assert len(seen_formats) >= 6  # several human formats
+    assert weekdays >= 50  # formats with a weekday were checked, not skipped
 
 
 def test_fake_dates_month_names_match_report_example() -> None:

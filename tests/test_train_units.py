@@ -99,8 +99,8 @@ def test_a_non_finite_step_is_skipped_without_changing_weights(precision, capsys
     for _ in range(2):
         train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
     assert stats.skipped.item() == 2 and stats.bad_run.item() == 2
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, before[k]) or torch.isnan(v).any(), k
+    for k, v in model.state_dict().items():  # the poisoned bias too, its NaN in place
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0, equal_nan=True, msg=k)
     assert math.isfinite(stats.loss.item())  # skipped steps add nothing to the logged loss
     AcceleratorState._reset_state(reset_partial_state=True)
 
