@@ -16,8 +16,8 @@ Prints figures and ratios; it is not a timed test.
 
 With --checkpoint RUN_DIR it times t2's beam search rules against each other instead, on a
 trained model left free to end its sentences (no forcing): decode.stopping "first_k"
-(fairseq's rule, t2's before 0.2) and "exact" on --src (default: the Multi30k validation
-German), interleaved, with the wall-time ratio exact / first_k:
+(fairseq's rule, t2's before 0.2), "heuristic" (t2's default) and "exact" on --src
+(default: the Multi30k validation German), interleaved, with wall-time ratios to first_k:
 python benchmarks/bench_decode.py --checkpoint runs/multi30k_peer --beams 4
 """
 
@@ -241,13 +241,15 @@ def compare(engines: dict, work: tuple, beam: int, args) -> dict[str, Timing]:
 
 def report(label: str, timings: dict[str, Timing], n_sentences: int) -> None:
     for name, t in timings.items():
-        print(f"{label:8} {name:7} {t.wall:8.2f} {t.tokens / t.wall:9.1f} "
+        print(f"{label:8} {name:9} {t.wall:8.2f} {t.tokens / t.wall:9.1f} "
               f"{n_sentences / t.wall:7.2f} {t.cpu:8.2f} {t.tokens / t.cpu:9.1f} "
               f"{t.peak_mib:9.1f}", flush=True)  # fmt: skip
-    if "hf" not in timings:
-        first, exact = timings["first_k"], timings["exact"]
-        print(f"{'':8} exact/first_k time: {exact.wall / first.wall:.2f}x wall, "
-              f"{exact.cpu / first.cpu:.2f}x CPU time", flush=True)  # fmt: skip
+    if "hf" not in timings:  # stopping rules of one model, against fairseq's first_k
+        first = timings["first_k"]
+        for name, t in timings.items():
+            if name != "first_k":
+                print(f"{'':8} {name}/first_k time: {t.wall / first.wall:.2f}x wall, "
+                      f"{t.cpu / first.cpu:.2f}x CPU time", flush=True)  # fmt: skip
         return
     t2, hf = timings["t2"], timings["hf"]
     print(f"{'':8} t2/hf throughput: {(t2.tokens / t2.wall) / (hf.tokens / hf.wall):.2f}x wall, "
@@ -289,12 +291,12 @@ def stopping_rules(args: argparse.Namespace) -> None:
     lines = [s for s in src_file.read_text(encoding="utf-8").split("\n") if s.strip()]
     src_ids = encode_source(tokenizer, lines[: args.sentences], cfg.data.src_bos)
     model.eval()
-    engines = {"first_k": (searcher("first_k"), model), "exact": (searcher("exact"), model)}
+    engines = {rule: (searcher(rule), model) for rule in ("first_k", "heuristic", "exact")}
     print(
         f"{args.checkpoint}: {len(src_ids)} sentences of {src_file}; CPU, {args.threads} "
         f"threads; alpha {args.lenpen}; batch {args.batch_size}; best of {args.repeats}"
     )
-    print(f"{'search':8} {'rule':7} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
+    print(f"{'search':8} {'rule':9} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
           f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}")  # fmt: skip
     for beam in [int(b) for b in args.beams.split(",") if int(b) > 1]:
         report(f"beam {beam}", compare(engines, (src_ids,), beam, args), len(src_ids))
@@ -322,7 +324,7 @@ def main() -> None:
           f"{sum(lengths) / len(lengths):.1f} target tokens + EOS each ({args.lengths} "
           f"lengths); batch {args.batch_size}; "
           f"best of {args.repeats}")  # fmt: skip
-    print(f"{'search':8} {'engine':7} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
+    print(f"{'search':8} {'engine':9} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
           f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}")  # fmt: skip
     engines = {"t2": (run_t2, t2_model), "hf": (run_hf, hf_model)}
     for beam in [int(b) for b in args.beams.split(",")]:

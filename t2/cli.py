@@ -94,7 +94,9 @@ def add_decode_arguments(parser: argparse.ArgumentParser, nbest: bool) -> None:
     parser.add_argument("--lenpen", type=float, help="decode.lenpen, the GNMT length penalty")
     parser.add_argument("--batch-size", type=int, help="decode.batch_size: sentences a batch")
     parser.add_argument(
-        "--stopping", choices=("exact", "first_k"), help="decode.stopping: when a beam ends"
+        "--stopping",
+        choices=("heuristic", "exact", "first_k"),
+        help="decode.stopping: when a sentence's beam search ends",
     )
     if nbest:
         parser.add_argument("--nbest", type=int, help="decode.nbest: hypotheses per line")

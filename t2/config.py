@@ -246,11 +246,11 @@ class DecodeConfig(Section):
     max_len_b: int = 50
     batch_size: int = 64  # sentences per decoding batch
     nbest: int = 1  # hypotheses returned per sentence, at most beam_size
-    # when a sentence's beam search ends. exact: once beam_size hypotheses have ended and
-    # no running one can still beat the worst of them by the time it reaches the maximum
-    # length (an exact bound, as transformers' early_stopping="never"); first_k: as soon
-    # as beam_size have ended (fairseq's rule; it misses later, better hypotheses)
-    stopping: str = choice("exact", "first_k")
+    # when a sentence's beam search ends, once beam_size hypotheses have ended and ...
+    # heuristic: its best running beam, ended at the next step, would not beat the worst of
+    #   them (transformers' early_stopping=False); exact: nor at the maximum length, a true
+    #   bound (early_stopping="never"; slower); first_k: at once (fairseq's rule)
+    stopping: str = choice("heuristic", "exact", "first_k")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -218,9 +218,12 @@ class _TreeModel:
             self.rows = [list(self.rows[i]) for i in index.tolist()] if self.rows else []
 
 
-def test_the_exact_rule_finds_a_better_hypothesis_that_ends_after_beam_size_others():
+@pytest.mark.parametrize("rule", ["heuristic", "exact"])
+def test_the_default_rule_finds_a_better_hypothesis_that_ends_after_beam_size_others(rule):
     """Two short hypotheses (S EOS, S S2 EOS) end first; the best one, L L L EOS, ends a
-    step later. fairseq's rule stops at the second ended one; the exact bound goes on."""
+    step later. fairseq's rule stops at the second ended one; the default (heuristic) and
+    the exact bound go on, because the running L L could still beat them."""
+    assert DecodeConfig().stopping == "heuristic"
     L, S, U, S2, EOS = 3, 4, 5, 6, 2  # noqa: N806
     tree = {
         (): {L: 0.40, S: 0.35, U: 0.25},
@@ -232,7 +235,7 @@ def test_the_exact_rule_finds_a_better_hypothesis_that_ends_after_beam_size_othe
     }
     model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
     first_k = beam_search(model, src, beam_size=2, alpha=0.6, max_len_b=10, stopping="first_k")
-    exact = beam_search(model, src, beam_size=2, alpha=0.6, max_len_b=10, stopping="exact")
+    exact = beam_search(model, src, beam_size=2, alpha=0.6, max_len_b=10, stopping=rule)
     assert first_k[0][0].tokens == [S]  # the rule stopped before L L L could end
     assert exact[0][0].tokens == [L, L, L]
     want = (math.log(0.4) + 2 * math.log(0.95) + math.log(0.95)) / length_penalty(4, 0.6)

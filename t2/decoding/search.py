@@ -220,12 +220,13 @@ def beam_search(
     max_len_b: int = 50,
     nbest: int = 1,
     lengths: Tensor | None = None,
-    stopping: str = "exact",
+    stopping: str = "heuristic",
 ) -> list[list[Hypothesis]]:
     """Batched beam search (batch x beam rows in one cache) with the GNMT length penalty.
     A sentence stops at its maximum length, or once `beam_size` hypotheses have ended and
-    (stopping "exact") none of its running beams can still beat the worst of them; with
-    "first_k", at once (fairseq). Returns the `nbest` best, nbest <= beam_size.
+    its best running beam could not beat the worst of them by ending at the next step
+    ("heuristic") or at the maximum length ("exact", a true bound); with "first_k", at once
+    (fairseq). Returns the `nbest` best, nbest <= beam_size.
     `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
     src_pad = src.eq(PAD)
@@ -256,8 +257,9 @@ def beam_search(
         last = next_tok.view(-1)
         beams.follow(state, rows, expand=width == 1)
         full = fin.score[:, K - 1].gt(NEG_INF)
-        if stopping == "exact":
-            full &= fin.score[:, K - 1] >= best_possible(beams.scores[:, 0], beams.max_len, alpha)
+        if stopping != "first_k":  # exact: the bound at the maximum length; heuristic: now
+            limit = beams.max_len if stopping == "exact" else torch.full_like(beams.max_len, t + 1)
+            full &= fin.score[:, K - 1] >= best_possible(beams.scores[:, 0], limit, alpha)
         done = full | (t >= beams.max_len) | beams.scores[:, 0].isneginf()
         if not bool(done.any()):  # the one host sync per step
             continue
