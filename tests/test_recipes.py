@@ -3,6 +3,7 @@ with one line listing the valid choices; `train.py --dry-run` counts the paper's
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import runpy
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import t2.recipes
 from t2.config import Config
@@ -193,3 +195,20 @@ def test_cli_mistakes_exit_2_with_one_line(monkeypatch, capsys, args, valid):
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert valid in err and "Traceback" not in err
+
+
+def test_dry_run_counts_the_vocabulary_the_run_will_train():
+    """model.vocab_size follows the tokenizer, so the count uses data.vocab_size (8000 in
+    multi30k_peer), not model.vocab_size's default of 37000."""
+    from t2.config import ModelConfig
+    from t2.describe import describe
+    from t2.model.transformer import Transformer
+
+    cfg = load_config("multi30k_peer")
+    assert cfg.data.vocab_size == 8000 and cfg.model.vocab_size != 8000
+    out = describe(cfg, "multi30k_peer")
+    with torch.device("meta"):
+        shapes = dataclasses.asdict(cfg.model) | {"vocab_size": 8000}
+        want = sum(p.numel() for p in Transformer(ModelConfig(**shapes)).parameters())
+    assert f"# parameters: {want}\n" in out and "# vocabulary: 8000 (data.vocab_size" in out
+    assert "#   embeddings: 2,048,000" in out  # 8000 x 256, tied
