@@ -253,3 +253,31 @@ def test_the_exact_bound_is_the_best_score_a_running_beam_can_reach():
         reachable = [(-2.0 - extra) / length_penalty(n, 0.6)
                      for n in range(1, m + 2) for extra in (0.0, 0.5)]  # fmt: skip
         assert max(reachable) == pytest.approx(bound[i].item())
+
+
+@pytest.mark.parametrize("rule", ["heuristic", "exact", "first_k"])
+def test_at_alpha_0_6_the_objective_itself_prefers_the_shorter_output(rule):
+    """Why beam output is shorter than greedy's on a trained model (README, Results): not a
+    search error. Greedy follows L L L EOS; beam search finds S EOS, whose GNMT score at
+    alpha 0.6 is higher, as it is for every stopping rule. A larger alpha (1.5) rewards
+    length enough for L L L to win."""
+    L, S, X, EOS = 3, 4, 5, 2  # noqa: N806
+    tree = {
+        (): {L: 0.55, S: 0.45},
+        (L,): {L: 0.8, X: 0.2},
+        (L, L): {L: 0.8, X: 0.2},
+        (L, L, L): {EOS: 0.9, X: 0.1},
+        (S,): {EOS: 0.9, X: 0.1},
+    }
+    model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
+    long_lp = math.log(0.55) + 2 * math.log(0.8) + math.log(0.9)
+    short_lp = math.log(0.45) + math.log(0.9)
+    assert greedy_search(model, src, max_len_b=10)[0][0].tokens == [L, L, L]
+    for alpha, want in ((0.6, [S]), (1.5, [L, L, L])):
+        best = beam_search(model, src, 2, alpha, max_len_b=10, stopping=rule)[0][0]
+        if rule == "first_k" and alpha == 1.5:  # it stops once S and L X have ended
+            assert best.tokens == [S]
+            continue
+        assert best.tokens == want
+        scores = {4: long_lp / length_penalty(4, alpha), 2: short_lp / length_penalty(2, alpha)}
+        assert best.score == pytest.approx(max(scores.values()), abs=1e-5)
