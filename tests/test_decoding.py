@@ -259,8 +259,8 @@ def test_the_exact_bound_is_the_best_score_a_running_beam_can_reach():
 def test_at_alpha_0_6_the_objective_itself_prefers_the_shorter_output(rule):
     """Why beam output is shorter than greedy's on a trained model (README, Results): not a
     search error. Greedy follows L L L EOS; beam search finds S EOS, whose GNMT score at
-    alpha 0.6 is higher, as it is for every stopping rule. A larger alpha (1.5) rewards
-    length enough for L L L to win."""
+    alpha 0.6 is higher, whatever the stopping rule. A larger alpha (1.5) rewards length
+    enough for L L L to win, which every rule but first_k finds."""
     L, S, X, EOS = 3, 4, 5, 2  # noqa: N806
     tree = {
         (): {L: 0.55, S: 0.45},
