@@ -250,6 +250,10 @@ def report(label: str, timings: dict[str, Timing], n_sentences: int) -> None:
             if name != "first_k":
                 print(f"{'':8} {name}/first_k time: {t.wall / first.wall:.2f}x wall, "
                       f"{t.cpu / first.cpu:.2f}x CPU time", flush=True)  # fmt: skip
+        if "n^alpha" in timings:  # the same rule under the other normalisation
+            t, h = timings["n^alpha"], timings["heuristic"]
+            print(f"{'':8} n^alpha/heuristic time: {t.wall / h.wall:.2f}x wall, "
+                  f"{t.cpu / h.cpu:.2f}x CPU time", flush=True)  # fmt: skip
         return
     t2, hf = timings["t2"], timings["hf"]
     print(f"{'':8} t2/hf throughput: {(t2.tokens / t2.wall) / (hf.tokens / hf.wall):.2f}x wall, "
@@ -265,17 +269,18 @@ def target_lengths(args, tokenizer, src_ids: list[list[int]]) -> list[int]:
     return [min(max(len(r), 1), len(s) + 50) for r, s in zip(ref_ids, src_ids, strict=True)]
 
 
-def searcher(stopping: str):
-    """A t2 search of a trained model, free to end its sentences, with this stopping rule."""
+def searcher(stopping: str, norm: str = "gnmt"):
+    """A t2 search of a trained model, free to end its sentences, with this stopping rule and
+    length normalisation."""
 
     def run(model: Transformer, src_ids: list[list[int]], beam: int, args) -> int:
         tokens = 0
         for batch in length_batches([len(r) for r in src_ids], args.batch_size):
             src = pad_batch([src_ids[i] for i in batch], args.device)
             if beam == 1:
-                hyps = greedy_search(model, src, alpha=args.lenpen)
+                hyps = greedy_search(model, src, alpha=args.lenpen, norm=norm)
             else:
-                hyps = beam_search(model, src, beam, args.lenpen, stopping=stopping)
+                hyps = beam_search(model, src, beam, args.lenpen, stopping=stopping, norm=norm)
             tokens += sum(len(h[0].tokens) + 1 for h in hyps)
         return tokens
 
@@ -283,7 +288,8 @@ def searcher(stopping: str):
 
 
 def stopping_rules(args: argparse.Namespace) -> None:
-    """Time the beam search rules on a trained run (--checkpoint)."""
+    """Time the beam search rules (GNMT penalty) and the heuristic rule under n^alpha on a
+    trained run (--checkpoint)."""
     from t2.rundir.store import load_run
 
     model, cfg, tokenizer, _ = load_run(args.checkpoint, device=args.device)
@@ -292,6 +298,7 @@ def stopping_rules(args: argparse.Namespace) -> None:
     src_ids = encode_source(tokenizer, lines[: args.sentences], cfg.data.src_bos)
     model.eval()
     engines = {rule: (searcher(rule), model) for rule in ("first_k", "heuristic", "exact")}
+    engines["n^alpha"] = (searcher("heuristic", "length"), model)  # decode.length_norm=length
     print(
         f"{args.checkpoint}: {len(src_ids)} sentences of {src_file}; CPU, {args.threads} "
         f"threads; alpha {args.lenpen}; batch {args.batch_size}; best of {args.repeats}"

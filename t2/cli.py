@@ -91,7 +91,9 @@ def add_decode_arguments(parser: argparse.ArgumentParser, nbest: bool) -> None:
     """Decoding options, spelled as the decode.* keys they override (--beam: an alias)."""
     parser.add_argument("--beam-size", "--beam", dest="beam_size", type=int, metavar="N",
                         help="decode.beam_size (1: greedy); default: the run's")  # fmt: skip
-    parser.add_argument("--lenpen", type=float, help="decode.lenpen, the GNMT length penalty")
+    parser.add_argument("--lenpen", type=float, help="decode.lenpen, the length penalty alpha")
+    parser.add_argument("--length-norm", choices=("gnmt", "length"),
+                        help="decode.length_norm: ((5+n)/6)^alpha or n^alpha")  # fmt: skip
     parser.add_argument("--batch-size", type=int, help="decode.batch_size: sentences a batch")
     parser.add_argument(
         "--stopping",
@@ -109,7 +111,7 @@ def add_decode_arguments(parser: argparse.ArgumentParser, nbest: bool) -> None:
 
 def decode_changes(args: argparse.Namespace) -> dict[str, Any]:
     """The decode.* keys that the command line sets."""
-    keys = ("beam_size", "lenpen", "batch_size", "nbest", "stopping")
+    keys = ("beam_size", "lenpen", "length_norm", "batch_size", "nbest", "stopping")
     return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 

@@ -95,17 +95,18 @@ def test_batched_beam_equals_one_sentence_at_a_time():
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
 
-def test_beam_is_exact_when_wide_enough():
+@pytest.mark.parametrize("norm", ["gnmt", "length"])
+def test_beam_is_exact_when_wide_enough(norm):
     """With more beams than possible outputs, the n-best list is the exhaustive ranking."""
     vocab, alpha = 6, 0.6  # generable tokens: EOS, UNK, 4, 5 (PAD and BOS never)
     model, src = random_model(vocab, seed=5), torch.tensor([[4, 5, 4, EOS]])
-    hyps = beam_search(model, src, beam_size=16, alpha=alpha, max_len_a=0.0, max_len_b=2, nbest=13)[
-        0
-    ]
+    hyps = beam_search(
+        model, src, beam_size=16, alpha=alpha, max_len_a=0.0, max_len_b=2, nbest=13, norm=norm
+    )[0]
     outputs = [list(p) for n in range(3) for p in itertools.product([3, 4, 5], repeat=n)]
     ranked = sorted(
         (
-            (teacher_forced_logprob(model, src[0], o) / length_penalty(len(o) + 1, alpha), o)
+            (teacher_forced_logprob(model, src[0], o) / length_penalty(len(o) + 1, alpha, norm), o)
             for o in outputs
         ),
         reverse=True,
@@ -244,10 +245,10 @@ def test_the_default_rule_finds_a_better_hypothesis_that_ends_after_beam_size_ot
 
 
 def test_the_exact_bound_is_the_best_score_a_running_beam_can_reach():
-    from t2.decoding.search import best_possible
+    from t2.decoding.search import best_possible, penalty
 
     log_prob, max_len = torch.tensor([-2.0, -2.0]), torch.tensor([4, 9])
-    bound = best_possible(log_prob, max_len, 0.6)
+    bound = best_possible(log_prob, max_len, penalty(0.6))
     # any continuation: the sum can only fall, and its length is at most max_len + 1
     for i, m in enumerate(max_len.tolist()):
         reachable = [(-2.0 - extra) / length_penalty(n, 0.6)
@@ -281,3 +282,34 @@ def test_at_alpha_0_6_the_objective_itself_prefers_the_shorter_output(rule):
         assert best.tokens == want
         scores = {4: long_lp / length_penalty(4, alpha), 2: short_lp / length_penalty(2, alpha)}
         assert best.score == pytest.approx(max(scores.values()), abs=1e-5)
+
+
+@pytest.mark.parametrize("rule", ["heuristic", "exact"])
+def test_length_norm_at_alpha_0_6_finds_the_longer_output(rule):
+    """The same tree as above: under n^alpha (fairseq's and transformers' normalisation) the
+    long output L L L wins at alpha 0.6 (-1.149 / 4^0.6 = -0.500 against -0.904 / 2^0.6 =
+    -0.596), where the GNMT form prefers S."""
+    L, S, X, EOS = 3, 4, 5, 2  # noqa: N806
+    tree = {
+        (): {L: 0.55, S: 0.45},
+        (L,): {L: 0.8, X: 0.2},
+        (L, L): {L: 0.8, X: 0.2},
+        (L, L, L): {EOS: 0.9, X: 0.1},
+        (S,): {EOS: 0.9, X: 0.1},
+    }
+    model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
+    best = beam_search(model, src, 2, 0.6, max_len_b=10, stopping=rule, norm="length")[0][0]
+    assert best.tokens == [L, L, L]
+    long_lp = math.log(0.55) + 2 * math.log(0.8) + math.log(0.9)
+    assert best.score == pytest.approx(long_lp / 4**0.6, abs=1e-5)
+    gnmt = beam_search(model, src, 2, 0.6, max_len_b=10, stopping=rule, norm="gnmt")[0][0]
+    assert gnmt.tokens == [S]
+
+
+def test_length_penalty_forms():
+    assert length_penalty(7, 0.6) == pytest.approx((12 / 6) ** 0.6)
+    assert length_penalty(7, 0.6, "length") == pytest.approx(7**0.6)
+    assert length_penalty(7, 0.0, "length") == length_penalty(7, 0.0) == 1.0
+    assert DecodeConfig(length_norm="length").length_norm == "length"
+    with pytest.raises(ConfigError, match="gnmt"):
+        DecodeConfig(length_norm="fairseq")

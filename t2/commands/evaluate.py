@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> None:
     opts = EvalOptions(
         checkpoint=args.checkpoint, src=args.src, ref=args.ref, testset=args.testset,
         langpair=args.langpair, beam=args.beam_size, lenpen=args.lenpen,
-        batch_size=args.batch_size, stopping=args.stopping, average_last=args.average_last,
+        length_norm=args.length_norm, batch_size=args.batch_size, stopping=args.stopping,
+        average_last=args.average_last,
         out=args.out, show=args.show, device=device,
     )  # fmt: skip
     evaluate(opts)

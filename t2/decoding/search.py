@@ -2,17 +2,21 @@
 
 The whole batch (x beam) is decoded together with one DecoderState; a sentence that has
 ended leaves the batch through `state.reorder`, so the work per step shrinks as sentences
-finish. Scores are log-probabilities divided by the GNMT length penalty of Wu et al. 2016
-(arXiv:1609.08144), lp(n) = ((5 + n) / 6)^alpha, where n counts the generated tokens
-including EOS. The maximum output length is max_len_a * source length + max_len_b tokens
-before EOS (the source length counts its non-padding tokens, EOS included). Searches run
-under no_grad, not inference_mode: a positional table grown while decoding a validation
+finish. Scores are log-probabilities divided by a length penalty lp(n), where n counts the
+generated tokens including EOS: "gnmt", ((5 + n) / 6)^alpha, of Wu et al. 2016
+(arXiv:1609.08144, eq. 14), or "length", n^alpha, the normalisation of fairseq (--lenpen) and
+transformers (length_penalty). The maximum output length is max_len_a * source length +
+max_len_b tokens before EOS (the source length counts its non-padding tokens, EOS included).
+Searches run under no_grad, not inference_mode: a positional table grown while decoding a validation
 set must remain usable when training resumes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -36,9 +40,21 @@ class Hypothesis:
     score: float
 
 
-def length_penalty(length: Tensor | float, alpha: float) -> Tensor | float:
-    """GNMT length penalty ((5 + n) / 6)^alpha (Wu et al. 2016, eq. 14)."""
+def length_penalty(length: Tensor | float, alpha: float, norm: str = "gnmt") -> Tensor | float:
+    """The divisor of a hypothesis' summed log-probability at `length` tokens (EOS included):
+    "gnmt", ((5 + n) / 6)^alpha (Wu et al. 2016, eq. 14); "length", n^alpha (fairseq's lenpen,
+    transformers' length_penalty). Both grow with n for alpha > 0; "length" grows faster, so
+    it favours longer hypotheses at the same alpha."""
+    if norm == "length":
+        return length**alpha
     return ((5.0 + length) / 6.0) ** alpha
+
+
+Penalty = Callable[[Any], Any]  # length (float or Tensor) -> divisor, alpha and norm bound
+
+
+def penalty(alpha: float, norm: str = "gnmt") -> Penalty:
+    return partial(length_penalty, alpha=alpha, norm=norm)
 
 
 def max_lengths(model: Transformer, src: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
@@ -71,11 +87,11 @@ def _force_eos(lprobs: Tensor, at_max: Tensor) -> Tensor:
     return torch.where(at_max, only_eos, lprobs)
 
 
-def _hypotheses(tokens: list[list[int]], log_probs: list[float], alpha: float) -> list:
+def _hypotheses(tokens: list[list[int]], log_probs: list[float], lp: Penalty) -> list:
     out = []
-    for ids, lp in zip(tokens, log_probs, strict=True):
+    for ids, log_prob in zip(tokens, log_probs, strict=True):
         body = ids[: ids.index(EOS)] if EOS in ids else ids
-        out.append(Hypothesis(body, lp, lp / length_penalty(len(body) + 1, alpha)))
+        out.append(Hypothesis(body, log_prob, log_prob / lp(len(body) + 1)))
     return out
 
 
@@ -87,9 +103,11 @@ def greedy_search(
     max_len_b: int = 50,
     alpha: float = 0.6,
     lengths: Tensor | None = None,
+    norm: str = "gnmt",
 ) -> list[list[Hypothesis]]:
     """The most probable next token at every step; src (B, S) padded ids on the model's device.
-    `alpha` only scales the reported score; `lengths` (B,) overrides the maximum lengths."""
+    `alpha` and `norm` only scale the reported score; `lengths` (B,) overrides the maximum
+    lengths."""
     B = src.shape[0]  # noqa: N806
     src_pad = src.eq(PAD)
     memory = model.encode(src, src_pad)
@@ -113,7 +131,7 @@ def greedy_search(
             state.reorder(keep)
             rows, last, memory, src_pad = rows[keep], last[keep], memory[keep], src_pad[keep]
             max_len = max_len[keep]
-    hyps = _hypotheses(out.tolist(), log_prob.tolist(), alpha)
+    hyps = _hypotheses(out.tolist(), log_prob.tolist(), penalty(alpha, norm))
     return [[h] for h in hyps]
 
 
@@ -136,14 +154,14 @@ class _Finished:
         self.tokens = all_tokens.gather(1, idx[..., None].expand(-1, -1, all_tokens.shape[2]))
 
     def add_ended(
-        self, top: Tensor, beam: Tensor, tok: Tensor, prefixes: Tensor, step: int, alpha: float
+        self, top: Tensor, beam: Tensor, tok: Tensor, prefixes: Tensor, step: int, lp: Penalty
     ) -> Tensor:
         """Keep the candidates (N, 2K) that end with EOS among the K best (fairseq's rule),
         scored with the length penalty; returns where candidates end."""
         k = self.score.shape[1]
         ends = tok.eq(EOS)
         ended = ends & (torch.arange(2 * k, device=top.device) < k) & top.gt(NEG_INF)
-        normed = top / length_penalty(float(step + 1), alpha)
+        normed = top / lp(float(step + 1))
         tokens = _ended_candidates(prefixes, beam, tok, self.tokens.shape[2])
         self.merge(normed.masked_fill(~ended, NEG_INF), top, tokens)
         return ends
@@ -221,14 +239,17 @@ def beam_search(
     nbest: int = 1,
     lengths: Tensor | None = None,
     stopping: str = "heuristic",
+    norm: str = "gnmt",
 ) -> list[list[Hypothesis]]:
-    """Batched beam search (batch x beam rows in one cache) with the GNMT length penalty.
+    """Batched beam search (batch x beam rows in one cache), hypotheses compared by their
+    summed log-probability over the length penalty `norm` at `alpha` (length_penalty).
     A sentence stops at its maximum length, or once `beam_size` hypotheses have ended and
     its best running beam could not beat the worst of them by ending at the next step
     ("heuristic") or at the maximum length ("exact", a true bound); with "first_k", at once
     (fairseq). Returns the `nbest` best, nbest <= beam_size.
     `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
+    lp = penalty(alpha, norm)
     src_pad = src.eq(PAD)
     max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
     steps = int(max_len.max()) + 1
@@ -247,7 +268,7 @@ def beam_search(
         lprobs = _next_logprobs(model, last, beams.memory, beams.src_pad, state)
         lprobs = _force_eos(lprobs.view(n, width, -1), t >= beams.max_len)
         top, beam, top_tok = _top_candidates(beams.scores, lprobs, K)
-        ends = fin.add_ended(top, beam, top_tok, beams.tokens, t, alpha)
+        ends = fin.add_ended(top, beam, top_tok, beams.tokens, t, lp)
         # the K best candidates that go on
         beams.scores, pick = top.masked_fill(ends, NEG_INF).topk(K, dim=1)  # (N, K)
         beam, next_tok = beam.gather(1, pick), top_tok.gather(1, pick)
@@ -259,7 +280,7 @@ def beam_search(
         full = fin.score[:, K - 1].gt(NEG_INF)
         if stopping != "first_k":  # exact: the bound at the maximum length; heuristic: now
             limit = beams.max_len if stopping == "exact" else torch.full_like(beams.max_len, t + 1)
-            full &= fin.score[:, K - 1] >= best_possible(beams.scores[:, 0], limit, alpha)
+            full &= fin.score[:, K - 1] >= best_possible(beams.scores[:, 0], limit, lp)
         done = full | (t >= beams.max_len) | beams.scores[:, 0].isneginf()
         if not bool(done.any()):  # the one host sync per step
             continue
@@ -271,24 +292,25 @@ def beam_search(
         state.reorder(keep_rows)
         beams.keep(keep, keep_rows)
         last = last[keep_rows]
-    return _collect(results, B, nbest, alpha)
+    return _collect(results, B, nbest, lp)
 
 
-def best_possible(log_prob: Tensor, max_len: Tensor, alpha: float) -> Tensor:
+def best_possible(log_prob: Tensor, max_len: Tensor, lp: Penalty) -> Tensor:
     """The highest score a running beam with summed log-probability `log_prob` (<= 0) can
-    still reach: later tokens only lower the sum, and the GNMT penalty grows with length,
-    so the bound is the sum divided by the penalty at the maximum length (EOS included)."""
-    return log_prob / length_penalty(max_len.float() + 1.0, alpha)
+    still reach: later tokens only lower the sum, and both penalties grow with length
+    (alpha >= 0), so the bound is the sum divided by the penalty at the maximum length (EOS
+    included)."""
+    return log_prob / lp(max_len.float() + 1.0)
 
 
-def _collect(results: list, batch: int, nbest: int, alpha: float) -> list[list[Hypothesis]]:
+def _collect(results: list, batch: int, nbest: int, lp: Penalty) -> list[list[Hypothesis]]:
     """Host-side n-best lists in the original sentence order (one sync per batch)."""
     out: list[list[Hypothesis]] = [[] for _ in range(batch)]
     for sent, fin in results:
         scores = fin.score[:, :nbest].tolist()
         log_probs, tokens = fin.log_prob[:, :nbest].tolist(), fin.tokens[:, :nbest].tolist()
         for i, s in enumerate(sent.tolist()):
-            hyps = _hypotheses(tokens[i], log_probs[i], alpha)
+            hyps = _hypotheses(tokens[i], log_probs[i], lp)
             out[s] = [h for h, sc in zip(hyps, scores[i], strict=True) if sc > NEG_INF]
     return out
 
@@ -296,6 +318,7 @@ def _collect(results: list, batch: int, nbest: int, alpha: float) -> list[list[H
 def search(model: Transformer, src: Tensor, cfg: DecodeConfig) -> list[list[Hypothesis]]:
     """Greedy when cfg.beam_size is 1, beam search otherwise."""
     if cfg.beam_size == 1:
-        return greedy_search(model, src, cfg.max_len_a, cfg.max_len_b, cfg.lenpen)
+        return greedy_search(model, src, cfg.max_len_a, cfg.max_len_b, cfg.lenpen,
+                             norm=cfg.length_norm)  # fmt: skip
     return beam_search(model, src, cfg.beam_size, cfg.lenpen, cfg.max_len_a, cfg.max_len_b,
-                       cfg.nbest, stopping=cfg.stopping)  # fmt: skip
+                       cfg.nbest, stopping=cfg.stopping, norm=cfg.length_norm)  # fmt: skip

@@ -143,6 +143,7 @@ class EvalOptions:
     langpair: str | None = None
     beam: int | None = None
     lenpen: float | None = None
+    length_norm: str | None = None
     batch_size: int | None = None
     stopping: str | None = None
     average_last: int = 0
@@ -152,8 +153,8 @@ class EvalOptions:
 
 
 def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
-    changes = {"beam_size": opts.beam, "lenpen": opts.lenpen, "batch_size": opts.batch_size,
-               "stopping": opts.stopping}  # fmt: skip
+    changes = {"beam_size": opts.beam, "lenpen": opts.lenpen, "length_norm": opts.length_norm,
+               "batch_size": opts.batch_size, "stopping": opts.stopping}  # fmt: skip
     return replace(base, nbest=1, **{k: v for k, v in changes.items() if v is not None})
 
 
