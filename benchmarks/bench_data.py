@@ -24,6 +24,7 @@ from t2.config import DataConfig
 from t2.data import BatchSampler, encode_pairs, load_pairs, make_loader, train_tokenizer
 from t2.data.tokenizer import both_sides
 from t2.errors import DataError
+from t2.progress import Progress
 
 SHARED = Path(
     os.environ.get("T2_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -81,6 +82,7 @@ def _encoding(pairs, tok, cfg: DataConfig, repeats: int):  # noqa: ANN001, ANN20
     """Best of `repeats` alternating runs: direct encode_batch(_fast) against encode_pairs."""
     src, tgt, backend = pairs["src"], pairs["tgt"], tok.backend_tokenizer
     best: dict[str, float] = {}
+    progress = Progress(3 * repeats, "encoding runs", "runs")
     for _ in range(repeats):
         runs = {
             "encode_batch, all pairs (direct)": lambda: _direct(backend.encode_batch, src, tgt),
@@ -96,6 +98,8 @@ def _encoding(pairs, tok, cfg: DataConfig, repeats: int):  # noqa: ANN001, ANN20
             start = time.perf_counter()
             enc = fn()
             best[label] = min(best.get(label, float("inf")), time.perf_counter() - start)
+            progress.update(1)
+    progress.close()
     for label, seconds in best.items():
         print(
             f"{label:<44} {seconds:8.2f} s  ({len(src) / seconds:,.0f} pairs/s, best of {repeats})"

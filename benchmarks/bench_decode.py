@@ -45,6 +45,7 @@ from t2.data.tokenizer import EOS, PAD  # noqa: E402
 from t2.decoding.search import beam_search, greedy_search  # noqa: E402
 from t2.evaluation.evaluate import length_batches, pad_batch  # noqa: E402
 from t2.model.transformer import Transformer  # noqa: E402
+from t2.progress import Progress  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("T2_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -233,9 +234,11 @@ def compare(engines: dict, work: tuple, beam: int, args) -> dict[str, Timing]:
     with autocast:
         for fn, model in engines.values():
             fn(model, *(w[: max(args.batch_size // 4, 1)] for w in work), beam, args)
-        for _ in range(args.repeats):
-            for name, (fn, model) in engines.items():
-                timed(fn, model, work, beam, args, timings[name])
+        with Progress(args.repeats * len(engines), f"beam {beam}", "runs") as progress:
+            for _ in range(args.repeats):
+                for name, (fn, model) in engines.items():
+                    timed(fn, model, work, beam, args, timings[name])
+                    progress.update(1)  # between timed runs, outside the clock
     return timings
 
 

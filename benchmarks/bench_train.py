@@ -27,6 +27,7 @@ from bench_decode import DATA, PeakMemory, build_tokenizer, marian_config, t2_co
 from t2.data import BatchSampler, collate, encode_source  # noqa: E402
 from t2.model.loss import smoothed_cross_entropy  # noqa: E402
 from t2.model.transformer import Transformer  # noqa: E402
+from t2.progress import track  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -100,7 +101,7 @@ def measure(model, step, work: list[dict], args) -> tuple[float, float, float]:
     tokens = sum(int(b["tgt_out"].ne(0).sum()) for b in timed)
     with PeakMemory(args.device) as peak:
         start = time.perf_counter()
-        for batch in timed:
+        for batch in track(timed, len(timed), "timed steps", "steps"):
             run(batch)
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()

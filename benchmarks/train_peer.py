@@ -36,6 +36,7 @@ from t2.data import encode_pairs, encode_source, load_pairs, prepare_tokenizer  
 from t2.data.batching import Batches  # noqa: E402
 from t2.evaluation.scoring import score_corpus  # noqa: E402
 from t2.model.loss import smoothed_cross_entropy  # noqa: E402
+from t2.progress import Progress, track  # noqa: E402
 from t2.recipes import load_config  # noqa: E402
 from t2.train.optim import build_optimizer, build_scheduler  # noqa: E402
 from t2.train.setup import _loader  # noqa: E402
@@ -88,8 +89,11 @@ def train(args: argparse.Namespace, cfg, tokenizer, out: Path) -> tuple[Peer, fl
     print(f"peer: MarianMTModel, {n_params:,} parameters, {cfg.train.max_steps} steps", flush=True)
     model.train()
     start, loss_sum, tokens = time.perf_counter(), 0.0, 0
+    # a bar on a terminal; the JSON record of each logged step is the log file's line
+    steps = track(range(1, cfg.train.max_steps + 1), cfg.train.max_steps, "peer", "steps",
+                  every_s=float("inf"))  # fmt: skip
     with (out / "metrics.jsonl").open("w", encoding="utf-8") as log:
-        for step in range(1, cfg.train.max_steps + 1):
+        for step in steps:
             micro = [next(batches) for _ in range(cfg.train.accumulate)]
             n = sum(int(b["tgt_out"].ne(tokenizer.pad_token_id).sum()) for b in micro)
             for b in micro:
@@ -123,6 +127,7 @@ def generate(model: Peer, tokenizer, sources: list[str], cfg, beam: int, alpha: 
     order = sorted(range(len(src_ids)), key=lambda i: -len(src_ids[i]))
     out: list[str] = [""] * len(src_ids)
     pad = tokenizer.pad_token_id
+    progress = Progress(len(order), f"peer beam {beam}", "sentences")
     for s in range(0, len(order), batch_size):
         idx = order[s : s + batch_size]
         rows = [torch.tensor(src_ids[i]) for i in idx]
@@ -135,6 +140,8 @@ def generate(model: Peer, tokenizer, sources: list[str], cfg, beam: int, alpha: 
         texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
         for i, text in zip(idx, texts, strict=True):
             out[i] = text.strip()
+        progress.update(len(idx))
+    progress.close()
     return out
 
 

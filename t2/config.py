@@ -205,6 +205,11 @@ class TrainConfig(Section):
     min_lr: float = 0.0  # floor of the cosine schedule
     label_smoothing: float = 0.1
     max_steps: int = 100000  # optimizer steps
+    # budgets beside max_steps; the first rule that holds ends the run (final validation,
+    # checkpoint and test scoring at that step), and results.json names it in stopped_by
+    max_minutes: float = 0.0  # training wall time, cumulative over resumes; 0: no limit
+    max_train_tokens: int = 0  # target tokens trained on, all processes together; 0: no limit
+    stop_exact_match: float = 0.0  # stop at a validation with exact match >= this; 0: off
     accumulate: int = 1  # micro-batches per optimizer step
     clip_norm: float = 0.0  # 0: no clipping (the paper)
     mixed_precision: str = choice("auto", "bf16", "fp16", "no")  # auto: bf16 where supported
@@ -218,6 +223,9 @@ class TrainConfig(Section):
     loader_workers: int = 1  # background processes that build training batches
     lr_find_steps: int = 100  # --lr-find: steps of the exponential sweep
     lr_find_range: tuple[float, float] = (1e-7, 1.0)  # --lr-find: first and last learning rate
+    wandb_group: str = ""  # W&B group; empty: the recipe's name
+    wandb_job_type: str = ""  # W&B job type (e.g. an arm of a sweep); empty: none
+    wandb_name: str = ""  # W&B run name; empty: the run directory's name
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -225,7 +233,15 @@ class TrainConfig(Section):
                        "keep_last", "max_nonfinite")  # fmt: skip
         self._at_least(3, "lr_find_steps")  # the suggestion needs a slope between points
         self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
-                       "clip_norm", "valid_bleu_sentences", "loader_workers")  # fmt: skip
+                       "clip_norm", "valid_bleu_sentences", "loader_workers", "max_minutes",
+                       "max_train_tokens")  # fmt: skip
+        if not 0.0 <= self.stop_exact_match <= 1.0:
+            raise ConfigError(
+                f"train.stop_exact_match must be in [0, 1] (0: off), got {self.stop_exact_match}"
+            )
+        if self.stop_exact_match and not self.valid_bleu_sentences:
+            raise ConfigError("train.stop_exact_match needs validation translations: set "
+                              "train.valid_bleu_sentences above 0")  # fmt: skip
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(
                 f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}"

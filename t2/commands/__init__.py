@@ -1,4 +1,5 @@
 """The verbs of the `t2` command, one module each: HELP (one line), add_arguments(parser)
 and run(args). Heavy imports happen inside run(), so `t2 --help` stays quick."""
 
-VERBS = ("train", "evaluate", "translate", "robustness", "average", "tokenizer")
+VERBS = ("train", "evaluate", "translate", "robustness", "average", "tokenizer", "figures",
+         "compare", "sweep", "save", "push", "export")  # fmt: skip

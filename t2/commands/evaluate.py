@@ -1,6 +1,6 @@
 """Score a checkpoint with sacreBLEU's BLEU and chrF:
 t2 evaluate --checkpoint RUN_OR_CHECKPOINT [--src FILE --ref FILE | --testset NAME
---langpair xx-yy] [--beam-size N] [--lenpen A] [--average-last N].
+--langpair xx-yy] [--beam-size N] [--lenpen A] [--average-last N] [--engine t2|ct2].
 Without --src/--ref or --testset, the run's own test split is translated."""
 
 from __future__ import annotations
@@ -8,17 +8,19 @@ from __future__ import annotations
 import argparse
 
 from t2.cli import add_decode_arguments, check_out_folder, default_device
+from t2.serve import add_engine_argument
 
 HELP = "translate a test set and score it with sacreBLEU (BLEU, chrF, signatures)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="a run directory or a checkpoint")
+    parser.add_argument("--checkpoint", required=True, help="a run, a checkpoint or an export")
     parser.add_argument("--src", help="source file, one sentence a line")
     parser.add_argument("--ref", help="reference file aligned with --src")
     parser.add_argument("--testset", help="a sacreBLEU test set, e.g. wmt14 (needs its cache)")
     parser.add_argument("--langpair", help="language pair of --testset, e.g. de-en")
     add_decode_arguments(parser, nbest=False)
+    add_engine_argument(parser)
     parser.add_argument("--out", help="folder for hyps.txt and scores.json (default: beside it)")
     parser.add_argument("--show", type=int, default=10, help="rows of the sample table")
 
@@ -34,6 +36,6 @@ def run(args: argparse.Namespace) -> None:
         langpair=args.langpair, beam=args.beam_size, lenpen=args.lenpen,
         length_norm=args.length_norm, batch_size=args.batch_size, stopping=args.stopping,
         average_last=args.average_last,
-        out=args.out, show=args.show, device=device,
+        out=args.out, show=args.show, device=device, engine=args.engine,
     )  # fmt: skip
     evaluate(opts)

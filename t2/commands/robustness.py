@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> None:
         if label in results:
             label = f"{label} #{len(results) + 1}"
         results[label] = run_suite(
-            model, tokenizer, cfg, sources, references, args.seed, args.batch_size
+            model, tokenizer, cfg, sources, references, args.seed, args.batch_size, label
         )
     width = None if sys.stdout.isatty() else 60 + 40 * len(results)  # pipes: no folding
     Console(width=width).print(side_by_side(results))

@@ -36,7 +36,12 @@ def run(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     data = cfg.data
     tok = train_tokenizer(
-        both_sides(pairs), data.vocab_size, data.min_frequency, data.split_digits, args.out
+        both_sides(pairs),
+        data.vocab_size,
+        data.min_frequency,
+        data.split_digits,
+        args.out,
+        total=2 * len(pairs),
     )
     seconds = time.perf_counter() - start
     print(f"tokenizer: {len(tok)} entries from {len(pairs)} pairs in {seconds:.1f}s -> {args.out}")

@@ -1,7 +1,8 @@
 """Translate text line by line: t2 translate --checkpoint RUN_OR_CHECKPOINT [--input FILE]
-[--beam-size N]. Reads standard input by default and writes one line per input line
-(blank lines stay blank), flushing after every batch; --nbest N writes N lines per input
-as `INDEX ||| TRANSLATION ||| SCORE` (Moses n-best format)."""
+[--beam-size N] [--engine t2|ct2]. Reads standard input by default and writes one line per
+input line (blank lines stay blank), flushing after every batch; --nbest N writes N lines
+per input as `INDEX ||| TRANSLATION ||| SCORE` (Moses n-best format). --engine ct2 reads a
+folder written by `t2 export --format ct2` and translates with CTranslate2."""
 
 from __future__ import annotations
 
@@ -14,30 +15,31 @@ from typing import TextIO
 
 from t2.cli import add_decode_arguments, decode_changes, default_device
 from t2.errors import DataError
+from t2.serve import add_engine_argument
 
 HELP = "translate standard input or a file line by line (n-best in Moses format)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="a run directory or a checkpoint")
+    parser.add_argument("--checkpoint", required=True, help="a run, a checkpoint or an export")
     parser.add_argument("--input", help="file to translate (default: standard input)")
     parser.add_argument("--output", help="file to write (default: standard output)")
     add_decode_arguments(parser, nbest=True)
+    add_engine_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     import dataclasses
 
-    from t2.evaluation.evaluate import translate_stream
-    from t2.rundir import load_run
+    from t2.serve.engine import open_engine
 
     if args.input and not Path(args.input).is_file():
         raise DataError(f"input file {args.input} not found; pass an existing file or use stdin")
     if args.output and not Path(args.output).parent.is_dir():
         raise DataError(f"output folder of {args.output} not found; create it or pass another")
     device = default_device(args.device)
-    model, cfg, tokenizer, _ = load_run(args.checkpoint, args.average_last, device)
-    decode = dataclasses.replace(cfg.decode, **decode_changes(args))  # checks nbest <= beam
+    engine = open_engine(args.checkpoint, args.engine, args.average_last, device)
+    decode = dataclasses.replace(engine.cfg.decode, **decode_changes(args))  # checks nbest <= beam
     with contextlib.ExitStack() as stack:
         if not args.input and hasattr(sys.stdin, "reconfigure"):  # strict, as for files
             sys.stdin.reconfigure(encoding="utf-8", errors="strict")
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> None:
             else sys.stdout
         )
         lines = utf8_lines(source, args.input or "standard input")
-        batches = translate_stream(model, tokenizer, lines, decode, device, cfg.data.src_bos)
+        batches = engine.stream(lines, decode)
         write(batches, sink, decode.nbest)
 
 

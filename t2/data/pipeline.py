@@ -23,6 +23,7 @@ from t2.config import DataConfig
 from t2.data.clean import Report, clean_pairs, length_mask, map_procs
 from t2.data.sources import SPLITS, parse_spec, read_source
 from t2.errors import ConfigError, DataError
+from t2.progress import Progress, datasets_bars, on_terminal
 
 CACHE_VERSION = 1  # bump when cleaning or encoding changes, to invalidate old caches
 
@@ -104,9 +105,12 @@ def tokenizer_digest(tokenizer: PreTrainedTokenizerFast) -> str:
 
 
 def _encode_batch(
-    batch: dict[str, list[str]], tokenizer: PreTrainedTokenizerFast, src_bos: bool
-) -> dict[str, list]:
+    batch: dict[str, list[str]], tokenizer: PreTrainedTokenizerFast, src_bos: bool,
+    progress: Progress | None = None,
+) -> dict[str, list]:  # fmt: skip
     """src_ids = [bos?] tokens [eos]; tgt_ids = [bos] tokens [eos]; lengths beside them."""
+    if progress is not None:  # in this process only (num_proc 1): a log file's lines
+        progress.update(len(batch["src"]))
     src = encode_source(tokenizer, batch["src"], src_bos)
     backend = tokenizer.backend_tokenizer
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
@@ -137,15 +141,22 @@ def encode_pairs(
 ) -> datasets.Dataset:
     """Add src_ids, tgt_ids (and src_len, tgt_len); drop over-long train pairs, reporting them."""
     fingerprint = _digest(CACHE_VERSION, ds._fingerprint, tokenizer_digest(tokenizer), cfg.src_bos)
-    ds = ds.map(
-        _encode_batch,
-        batched=True,
-        batch_size=2000,
-        num_proc=map_procs(ds, cfg.num_proc),
-        fn_kwargs={"tokenizer": tokenizer, "src_bos": cfg.src_bos},
-        new_fingerprint=fingerprint,
-        desc=f"encode {split}",
-    )
+    procs, total = map_procs(ds, cfg.num_proc), len(ds)
+    # datasets draws the terminal's bar; in a log file, plain lines from t2.progress instead
+    progress = Progress(total, f"encode {split}", "pairs", bar=False)
+    kwargs = {"tokenizer": tokenizer, "src_bos": cfg.src_bos,
+              "progress": progress if procs is None else None}  # fmt: skip
+    with progress, datasets_bars(on_terminal()):
+        ds = ds.map(
+            _encode_batch,
+            batched=True,
+            batch_size=2000,
+            num_proc=procs,
+            fn_kwargs=kwargs,
+            new_fingerprint=fingerprint,
+            desc=f"encode {split}",
+        )
+        progress.update(total - progress.n)  # read from the cache, or counted by workers
     if split != "train":  # valid and test are scored against references: keep every pair
         return ds
     lengths = ds.with_format("numpy", columns=["src_len", "tgt_len"])[:]

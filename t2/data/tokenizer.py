@@ -7,6 +7,7 @@ text; the folder loads with `transformers.PreTrainedTokenizerFast.from_pretraine
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from transformers import PreTrainedTokenizerFast
 from t2.config import DataConfig
 from t2.data.pipeline import load_pairs
 from t2.errors import DataError
+from t2.progress import Progress, on_terminal
 
 SPECIALS = {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "unk": "<unk>"}  # ids 0, 1, 2, 3
 PAD, BOS, EOS, UNK = (list(SPECIALS).index(k) for k in ("pad", "bos", "eos", "unk"))
@@ -50,9 +52,11 @@ def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int, min_frequency: int, split_digits: bool, out_dir: Path
-) -> PreTrainedTokenizerFast:
-    """Train a joint BPE on `texts` and save it to out_dir (replaced atomically)."""
+    texts: Iterable[str], vocab_size: int, min_frequency: int, split_digits: bool, out_dir: Path,
+    total: int | None = None,
+) -> PreTrainedTokenizerFast:  # fmt: skip
+    """Train a joint BPE on `texts` (`total` of them, if known: for the progress) and save it
+    to out_dir (replaced atomically)."""
     if vocab_size <= len(SPECIALS):
         raise DataError(f"data.vocab_size={vocab_size} is too small; use at least 100")
     tok = build_tokenizer(split_digits)
@@ -63,9 +67,9 @@ def train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
         if vocab_size >= FULL_ALPHABET_FROM
         else [],
-        show_progress=False,
+        show_progress=on_terminal(),  # tokenizers' own bars; a log file gets t2's lines
     )
-    tok.train_from_iterator(_nonempty(texts), trainer)
+    tok.train_from_iterator(_nonempty(texts, total), trainer, length=total)
     if tok.get_vocab_size() <= len(SPECIALS):
         raise DataError("the tokenizer saw no text; check that the train split has pairs")
     wrapped = wrap(tok)
@@ -79,8 +83,16 @@ def train_tokenizer(
     return wrapped
 
 
-def _nonempty(texts: Iterable[str]) -> Iterator[str]:
-    return (t for t in texts if t)
+def _nonempty(texts: Iterable[str], total: int | None) -> Iterator[str]:
+    """The non-empty texts, counted on a log file's progress lines (the trainer draws the
+    terminal's bar)."""
+    with Progress(total, "tokenizer: reading", "texts", bar=False) as progress:
+        for text in texts:
+            if text:
+                yield text
+            progress.update(1)
+    if progress.lines:
+        print("tokenizer: computing the merges", file=sys.stderr, flush=True)
 
 
 def load_tokenizer(folder: str | Path) -> PreTrainedTokenizerFast:
@@ -124,9 +136,9 @@ def prepare_tokenizer(
     print(f"tokenizer: training a joint BPE of {cfg.vocab_size} on {len(pairs)} pairs", flush=True)
     args = (cfg.vocab_size, cfg.min_frequency, cfg.split_digits)
     if folder is not None:
-        return train_tokenizer(texts, *args, Path(folder))
+        return train_tokenizer(texts, *args, Path(folder), total=2 * len(pairs))
     with tempfile.TemporaryDirectory() as tmp:
-        return train_tokenizer(texts, *args, Path(tmp) / "bpe")
+        return train_tokenizer(texts, *args, Path(tmp) / "bpe", total=2 * len(pairs))
 
 
 def both_sides(pairs: datasets.Dataset) -> Iterator[str]:

@@ -23,7 +23,8 @@ from t2.decoding.search import Hypothesis, search
 from t2.errors import DataError
 from t2.evaluation.scoring import TestSet, choose_testset, score_corpus
 from t2.model.transformer import Transformer
-from t2.rundir import eval_folder, load_run
+from t2.progress import Progress
+from t2.rundir import eval_folder
 
 
 def _check_lengths(
@@ -62,9 +63,11 @@ def decode_ids(
     cfg: DecodeConfig,
     device: torch.device | str | None = None,
     lines: Sequence[int] | None = None,
+    progress: Progress | None = None,
 ) -> list[list[Hypothesis]]:
     """n-best hypotheses for each source (ids with EOS), batched by length, in input order;
-    `lines` are the sources' line numbers for error messages (default 1, 2, ...)."""
+    `lines` are the sources' line numbers for error messages (default 1, 2, ...); each
+    batch's sentences are counted on `progress`, if given."""
     _check_lengths(model, src_ids, lines)
     device = device if device is not None else next(model.parameters()).device
     out: list[list[Hypothesis]] = [[] for _ in src_ids]
@@ -72,6 +75,8 @@ def decode_ids(
         hyps = search(model, pad_batch([src_ids[i] for i in batch], device), cfg)
         for i, h in zip(batch, hyps, strict=True):
             out[i] = h
+        if progress is not None:
+            progress.update(len(batch))
     return out
 
 
@@ -82,8 +87,10 @@ def translate_nbest(
     decode_cfg: DecodeConfig,
     device: torch.device | str | None = None,
     src_bos: bool = False,
+    progress: Progress | None = None,
 ) -> list[list[tuple[str, float]]]:
-    """(text, model score) n-best lists in input order; a blank line gets [("", 0.0)]."""
+    """(text, model score) n-best lists in input order; a blank line gets [("", 0.0)];
+    sentences decoded are counted on `progress`, if given."""
     model = getattr(model, "module", model)  # unwrap DistributedDataParallel
     keep = [i for i, s in enumerate(sentences) if s.strip()]
     out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
@@ -93,7 +100,7 @@ def translate_nbest(
     was_training = model.training
     model.eval()
     try:
-        hyps = decode_ids(model, src_ids, decode_cfg, device, [i + 1 for i in keep])
+        hyps = decode_ids(model, src_ids, decode_cfg, device, [i + 1 for i in keep], progress)
     finally:
         model.train(was_training)
     flat = [h for nbest in hyps for h in nbest]
@@ -110,11 +117,12 @@ def translate(
     decode_cfg: DecodeConfig,
     device: torch.device | str | None = None,
     src_bos: bool = False,
+    progress: Progress | None = None,
 ) -> list[str]:
     """Detokenized best translation of each sentence, in input order; blank lines stay blank.
     Pass src_bos=cfg.data.src_bos for runs trained with BOS in front of the source."""
     cfg = replace(decode_cfg, nbest=1)
-    nbest = translate_nbest(model, tokenizer, sentences, cfg, device, src_bos)
+    nbest = translate_nbest(model, tokenizer, sentences, cfg, device, src_bos, progress)
     return [hyps[0][0] for hyps in nbest]
 
 
@@ -150,6 +158,7 @@ class EvalOptions:
     out: str | None = None
     show: int = 10
     device: str = "cpu"
+    engine: str = "t2"  # t2: the run's checkpoint; ct2: a CTranslate2 export (t2/serve)
 
 
 def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
@@ -160,11 +169,16 @@ def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
 
 def evaluate(opts: EvalOptions) -> dict[str, Any]:
     """Translate a test set, score it with sacreBLEU, write hyps.txt and scores.json."""
-    model, cfg, tokenizer, ckpt = load_run(opts.checkpoint, opts.average_last, opts.device)
+    from t2.serve.engine import open_engine  # t2.serve imports this module
+
+    engine = open_engine(opts.checkpoint, opts.engine, opts.average_last, opts.device)
+    cfg, ckpt = engine.cfg, engine.ckpt
     data = choose_testset(cfg, opts.src, opts.ref, opts.testset, opts.langpair)
     decode = decode_settings(cfg.decode, opts)
     start = time.perf_counter()
-    hyps = translate(model, tokenizer, data.sources, decode, opts.device, cfg.data.src_bos)
+    to_decode = sum(1 for s in data.sources if s.strip())  # blank lines are not decoded
+    with Progress(to_decode, "translate", "sentences") as progress:
+        hyps = engine.translate(data.sources, decode, progress)
     seconds = time.perf_counter() - start
     scores = score_corpus(hyps, data.references)
     out = Path(opts.out) if opts.out else eval_folder(ckpt, data.tag)
@@ -180,6 +194,7 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
         "decode": asdict(decode),
         "average_last": opts.average_last,
         "device": str(opts.device),
+        "engine": opts.engine,
     }
     (out / "scores.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print_report(report, data, hyps, opts.show, out)

@@ -26,6 +26,7 @@ from t2.evaluation.evaluate import decode_ids, length_batches
 from t2.evaluation.forced import teacher_forced
 from t2.evaluation.scoring import score_corpus
 from t2.model.transformer import Transformer
+from t2.progress import Progress
 
 Perturbation = Callable[[list[int], random.Random], list[int]]
 
@@ -110,20 +111,23 @@ def run_suite(
     references: Sequence[str],
     seed: int = 1,
     batch_size: int = 64,
+    desc: str = "robustness",
 ) -> list[ConditionResult]:
-    """Control and the three perturbations of report 003 for one model."""
+    """Control and the three perturbations of report 003 for one model; the sentences
+    decoded show on a progress bar (plain lines in a log file) named `desc`."""
     model.eval()
     src_ids = encode_source(tokenizer, list(sources), cfg.data.src_bos)
     tgt_ids = [[BOS, *row[:-1], EOS] for row in encode_source(tokenizer, list(references), False)]
     decode = replace(cfg.decode, beam_size=1, nbest=1, batch_size=batch_size)
     results = []
-    for name in PERTURBATIONS:
-        perturbed = perturb_sources(src_ids, name, seed)
-        loss, accuracy, position = forced_on_ids(model, perturbed, tgt_ids, batch_size)
-        hyps = decode_ids(model, perturbed, decode)
-        texts = tokenizer.batch_decode([h[0].tokens for h in hyps], skip_special_tokens=True)
-        bleu = score_corpus([t.strip() for t in texts], [list(references)]).bleu
-        results.append(ConditionResult(name, loss, accuracy, bleu, position))
+    with Progress(len(PERTURBATIONS) * len(src_ids), desc, "sentences") as progress:
+        for name in PERTURBATIONS:
+            perturbed = perturb_sources(src_ids, name, seed)
+            loss, accuracy, position = forced_on_ids(model, perturbed, tgt_ids, batch_size)
+            hyps = decode_ids(model, perturbed, decode, progress=progress)
+            texts = tokenizer.batch_decode([h[0].tokens for h in hyps], skip_special_tokens=True)
+            bleu = score_corpus([t.strip() for t in texts], [list(references)]).bleu
+            results.append(ConditionResult(name, loss, accuracy, bleu, position))
     return results
 
 

@@ -7,8 +7,10 @@ True at padding, and a causal flag; all of them compute softmax(q k^T / sqrt(Dh)
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -46,16 +48,21 @@ def sdpa_attention(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
+def attention_weights(q: Tensor, k: Tensor, key_padding: Tensor | None, causal: bool) -> Tensor:
+    """The attention probabilities softmax(q k^T / sqrt(Dh) + mask), (B, H, Tq, Tk)."""
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(dim=-1)
+
+
 @ATTENTION.register("math")
 def math_attention(
     q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
 ) -> Tensor:
     """The explicit formula, for reference: softmax(q k^T / sqrt(Dh) + mask) v."""
-    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
-    mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = F.dropout(scores.softmax(dim=-1), p=dropout_p)
+    weights = F.dropout(attention_weights(q, k, key_padding, causal), p=dropout_p)
     return torch.einsum("bhqk,bhkd->bhqd", weights, v)
 
 
@@ -114,6 +121,33 @@ class KVCache:
         k[..., :n, :] = self.k[..., :n, :].index_select(0, index)
         v[..., :n, :] = self.v[..., :n, :].index_select(0, index)
         self.k, self.v = k, v
+
+
+@contextlib.contextmanager
+def record_attention(model: nn.Module) -> Iterator[dict[str, list[Tensor]]]:
+    """Inside the block every attention layer of `model` runs the explicit formula and
+    appends its probabilities (B, H, Tq, Tk) to records[its module name], once per call;
+    the kernels are put back on leaving. Outside it nothing is recorded and nothing costs
+    more: the layers call their own kernel as always."""
+    records: dict[str, list[Tensor]] = {}
+    layers = [(n, m, m.kernel) for n, m in model.named_modules() if isinstance(m, _Attention)]
+    for name, module, _ in layers:
+        module.kernel = _recording_kernel(records.setdefault(name, []))
+    try:
+        yield records
+    finally:
+        for _, module, kernel in layers:
+            module.kernel = kernel
+
+
+def _recording_kernel(sink: list[Tensor]) -> Callable[..., Tensor]:
+    def kernel(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool,
+               dropout_p: float) -> Tensor:  # fmt: skip
+        weights = attention_weights(q, k, key_padding, causal)
+        sink.append(weights.detach())
+        return torch.einsum("bhqk,bhkd->bhqd", F.dropout(weights, p=dropout_p), v)
+
+    return kernel
 
 
 class _Attention(nn.Module):

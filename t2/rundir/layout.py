@@ -112,6 +112,11 @@ def eval_folder(ckpt: Path, tag: str) -> Path:
     return Path(ckpt) / f"eval-{tag}"
 
 
+def evaluations(ckpt: Path) -> list[Path]:
+    """The scores.json of each evaluation written beside a checkpoint (eval_folder)."""
+    return sorted(Path(ckpt).glob("eval-*/scores.json"))
+
+
 def new_meta(world_size: int, **extra: Any) -> dict[str, Any]:
     """What meta.json records: versions and the number of processes that wrote it."""
     return {"format": FORMAT, "t2": __version__, "torch": torch.__version__,

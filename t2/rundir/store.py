@@ -196,11 +196,19 @@ def tokenizer_folder(ckpt: Path, cfg: Config) -> Path:
 def load_run(
     path: str | Path, average_last: int = 0, device: torch.device | str = "cpu"
 ) -> tuple[Transformer, Config, Any, Path]:
-    """Model, config, tokenizer and checkpoint folder of a run directory or a checkpoint;
-    with `average_last` N, the mean of the last N checkpoints."""
+    """Model, config, tokenizer and checkpoint folder of a run directory, a checkpoint or a
+    saved model folder (t2/hub); with `average_last` N, the mean of the last N checkpoints."""
     from t2.data import load_tokenizer
+    from t2.hub.pretrained import is_pretrained, load_folder
     from t2.rundir.average import average_checkpoints
 
+    if is_pretrained(path):  # a folder written by save_pretrained (t2 save, t2/hub)
+        if average_last:
+            raise CheckpointError(
+                f"{path} is a saved model (one set of weights); drop --average-last"
+            )
+        saved = load_folder(path, device)
+        return saved.model, saved.config, saved.tokenizer, Path(path)
     ckpt = average_checkpoints(path, average_last) if average_last else resolve(path)
     model, cfg = load_model(ckpt, device)
     folder = tokenizer_folder(ckpt, cfg)

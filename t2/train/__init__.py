@@ -1,5 +1,5 @@
-"""Training: `run_training` trains a recipe, evaluates its best checkpoint on the test split
-and writes RUN/results.json."""
+"""Training: `run_training` trains a recipe until its first stop rule holds (t2.train.budget),
+evaluates its best checkpoint on the test split and writes RUN/results.json."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def run_training(
     from t2.train.loop import _loader_for, train, write_results
     from t2.train.validate import final_evaluation
 
-    run = train(cfg, recipe, run_dir, resume, wandb)
+    run, outcome = train(cfg, recipe, run_dir, resume, wandb)
     acc = run.accelerator
     results: dict[str, Any] = {}
     if acc.is_main_process:
@@ -30,7 +30,7 @@ def run_training(
         scores = final_evaluation(
             model, run.tokenizer, pairs, loader, run.cfg.decode, acc.device, run.cfg.data.src_bos
         )
-        results = {"recipe": recipe, "checkpoint": str(best), **scores}
+        results = {"recipe": recipe, "checkpoint": str(best), **outcome, **scores}
         write_results(run.run_dir, results)
     acc.wait_for_everyone()
     acc.end_training()  # closes W&B and the process group

@@ -1,7 +1,8 @@
 """What a training checkpoint holds beyond the weights, and how a run is restored from it.
 
-The state (optimizer, scheduler, RNG, data position, best score, non-finite streak) is
-written and read by t2.rundir; here it is gathered from a run and put back into one.
+The state (optimizer, scheduler, RNG, data position, best score, non-finite streak, and
+the budget's train_tokens, elapsed_s and last valid_exact_match) is written and read by
+t2.rundir; here it is gathered from a run and put back into one.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ def _as_tuple(value: Any) -> Any:
     return tuple(_as_tuple(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-def training_state(run: Any, step: int, best: list | None, bad_run: int) -> dict[str, Any]:
-    """Everything beyond the weights that an exact resume needs."""
+def training_state(
+    run: Any, step: int, best: list | None, bad_run: int, budget: dict[str, Any]
+) -> dict[str, Any]:
+    """Everything beyond the weights that an exact resume needs; `budget` is Budget.state(),
+    so a resumed run goes on with its token and time budget."""
     return {
-        "step": step, "best": best, "bad_run": bad_run,
+        "step": step, "best": best, "bad_run": bad_run, **budget,
         "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
         "rng": rng_state(), "data": run.sampler.state_dict(),
         "step_batches": run.sampler.step_batches,

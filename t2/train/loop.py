@@ -15,6 +15,7 @@ from t2.config import Config
 from t2.data.batching import Batches
 from t2.errors import T2Error
 from t2.rundir import RunDir, save_checkpoint, write_json
+from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
 from t2.train.setup import Run, build_run
 from t2.train.step import StepStats, train_step
@@ -46,7 +47,10 @@ def is_better(record: dict[str, Any], best: list | None, metric: str) -> tuple[b
     return best is None or value > best, value
 
 
-def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Run:
+def train(
+    cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str
+) -> tuple[Run, dict[str, Any]]:
+    """Train until the first stop rule holds (t2.train.budget): the run, and how it ended."""
     run = build_run(cfg, recipe, Path(run_dir), resume, wandb)
     acc, cfg, model = run.accelerator, run.cfg, run.model
     ckpt = run.run_dir.latest() if resume else None
@@ -62,24 +66,27 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
         init_wandb(acc, cfg, recipe, run.run_dir.path, wandb)
     bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
     stats, pad = StepStats.zeros(acc.device, bad_run), run.tokenizer.pad_token_id
-    t0 = time.perf_counter()
-    # a bar on a terminal; in a log file (not a TTY) one line per logged step instead
+    budget, t0 = budget_for(run, state, step), time.perf_counter()  # counters go on from state
+    # a bar of steps on a terminal; in a log file (not a TTY) one line per logged step instead
     bar = tqdm(total=cfg.train.max_steps, initial=step,
                disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
     model.train()
-    while step < cfg.train.max_steps:
+    stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
+    while stopped_by is None:
         micro = [next(batches) for _ in range(cfg.train.accumulate)]
         train_step(acc, model, run.optimizer, micro, pad, cfg.train.label_smoothing,
                    cfg.train.clip_norm, stats)  # fmt: skip
         run.scheduler.step()
         step += 1
         bar.update(1)
-        last = step == cfg.train.max_steps
-        may_save = step % cfg.train.eval_every == 0 or step % cfg.train.save_every == 0 or last
+        budget.count_step()  # on the host, from the sampler's batches: no sync
+        stopped_by = budget.stop_reason(step)
+        may_save = step % cfg.train.eval_every == 0 or step % cfg.train.save_every == 0
+        may_save = may_save or stopped_by is not None
         # sums are flushed at every step that may checkpoint, so a resumed run logs the
         # same records as an uninterrupted one; this is the loop's only host sync
         if step % cfg.train.log_every == 0 or may_save:
-            record = log_step(run, step, stats, time.perf_counter() - t0, bar)
+            record = log_step(run, step, stats, time.perf_counter() - t0, bar, budget)
             stats, t0 = StepStats.zeros(acc.device, stats.bad_run), time.perf_counter()
             acc.log(record, step=step)
             if log:
@@ -90,12 +97,16 @@ def train(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> 
                     f"good checkpoint is intact: lower train.max_lr or set train.clip_norm"
                 )
         if may_save:
-            best = evaluate_and_save(run, step, best, log, last, record["bad_run"])
+            best, stopped_by = evaluate_and_save(
+                run, step, best, log, stopped_by, record["bad_run"], budget
+            )
     bar.close()
-    return run
+    return run, budget.outcome(stopped_by, step)
 
 
-def log_step(run: Run, step: int, stats: StepStats, seconds: float, bar: Any) -> dict[str, Any]:
+def log_step(
+    run: Run, step: int, stats: StepStats, seconds: float, bar: Any, budget: Budget
+) -> dict[str, Any]:
     acc = run.accelerator
     loss, tokens = acc.reduce(stats.loss, "sum").item(), acc.reduce(stats.tokens, "sum").item()
     record = {
@@ -105,17 +116,16 @@ def log_step(run: Run, step: int, stats: StepStats, seconds: float, bar: Any) ->
         "tokens_per_s": tokens / max(seconds, 1e-9),
         "skipped_steps": int(stats.skipped.item()),
         "bad_run": int(stats.bad_run.item()),
+        **budget.counters(),
     }
-    left = (run.cfg.train.max_steps - step) / max(bar.format_dict.get("rate") or 1e-9, 1e-9)
+    left = budget.seconds_left(step) / 60  # the nearest limit: steps, minutes or tokens
     shown = {"loss": f"{record['loss']:.3f}", "lr": f"{record['lr']:.2e}",
              "tok_s": f"{record['tokens_per_s']:.0f}"}  # fmt: skip
     if not bar.disable:
-        bar.set_postfix(**shown, left=f"{left / 60:.1f}m")
+        bar.set_postfix(**shown, left=f"{left:.1f}m")
     elif acc.is_main_process:
-        seconds_per_step = seconds / max(run.cfg.train.log_every, 1)
-        eta = (run.cfg.train.max_steps - step) * seconds_per_step / 60
         print(f"step {step}/{run.cfg.train.max_steps} " + " ".join(f"{k}={v}" for k, v in
-              shown.items()) + f" left={eta:.1f}m", flush=True)  # fmt: skip
+              shown.items()) + f" left={left:.1f}m", flush=True)  # fmt: skip
     return record
 
 
@@ -124,26 +134,32 @@ def evaluate_and_save(
     step: int,
     best: list | None,
     log: MetricsLog | None,
-    last: bool,
+    stopped_by: str | None,
     bad_run: int,
-) -> list | None:
+    budget: Budget,
+) -> tuple[list | None, str | None]:
+    """Validate and checkpoint as the intervals (or the run's end) ask; a validation that
+    meets train.stop_exact_match ends the run here."""
     acc, cfg = run.accelerator, run.cfg
     record, better = None, False
-    if acc.is_main_process and (step % cfg.train.eval_every == 0 or last):
-        record = validate(run, step)
-        better, value = is_better(record, best, cfg.train.best_metric)
-        best = value if better else best
-        acc.log(record, step=step)
-        if log:
-            log.write(record)
-    if step % cfg.train.save_every == 0 or last or better:
-        state = training_state(run, step, best, bad_run)
+    if step % cfg.train.eval_every == 0 or stopped_by:
+        if acc.is_main_process:
+            record = {**validate(run, step), **budget.counters()}
+            better, value = is_better(record, best, cfg.train.best_metric)
+            best = value if better else best
+            acc.log(record, step=step)
+            if log:
+                log.write(record)
+        if budget.exact_match_reached(record) and not stopped_by:  # every process asks
+            stopped_by = "stop_exact_match"
+    if step % cfg.train.save_every == 0 or stopped_by or better:
+        state = training_state(run, step, best, bad_run, budget.state())
         if acc.is_main_process:
             save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), cfg, state,
                             cfg.train.keep_last, best=better,
                             world_size=acc.num_processes)  # fmt: skip
     acc.wait_for_everyone()
-    return best
+    return best, stopped_by
 
 
 def _loader_for(ds: Any, run: Run) -> Any:

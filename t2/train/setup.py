@@ -54,12 +54,15 @@ class Run:
     valid_loader: Any
     valid_pairs: Any
     run_dir: RunDir
+    target_lengths: Any  # each training pair's target length (ids with BOS and EOS)
 
 
 # keys that a resumed run may change: how long it runs, how often it reports, and how a
 # step's batches are spread (processes x accumulate; the data position is global)
 RESUMABLE = ("max_steps", "log_every", "eval_every", "save_every", "keep_last",
-             "valid_bleu_sentences", "loader_workers", "accumulate")  # fmt: skip
+             "valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes",
+             "max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type",
+             "wandb_name")  # fmt: skip
 
 
 def _differences(old: Config, new: Config) -> list[str]:
@@ -93,14 +96,18 @@ def _get(cfg: Config, key: str) -> object:
     return cfg.to_dict()[section][name]
 
 
+def lengths(ds: Any, side: str) -> Any:
+    """Each pair's `side` ("src" or "tgt") length in ids, from the encoded column if any."""
+    name = f"{side}_len"
+    return ds[name] if name in ds.column_names else [len(x) for x in ds[f"{side}_ids"]]
+
+
 def _loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, world: int):
     """Training (shuffle) batches are cut to whole optimizer steps of world x accumulate."""
     step_batches = world * cfg.train.accumulate if shuffle else world
     sampler = BatchSampler(
-        ds["src_len"] if "src_len" in ds.column_names else [len(x) for x in ds["src_ids"]],
-        ds["tgt_len"] if "tgt_len" in ds.column_names else [len(x) for x in ds["tgt_ids"]],
-        cfg.data.max_tokens, cfg.data.batch_size, cfg.train.seed, shuffle, rank, world,
-        step_batches,
+        lengths(ds, "src"), lengths(ds, "tgt"), cfg.data.max_tokens, cfg.data.batch_size,
+        cfg.train.seed, shuffle, rank, world, step_batches,
     )  # fmt: skip
     return sampler, make_loader(ds, sampler, pad_id, cfg.train.loader_workers if shuffle else 0)
 
@@ -165,4 +172,4 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     sampler, loader = _loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = _loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     return Run(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
-               valid_loader, valid_pairs, run)  # fmt: skip
+               valid_loader, valid_pairs, run, lengths(train_ds, "tgt"))  # fmt: skip

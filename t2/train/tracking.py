@@ -43,16 +43,20 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
 def init_wandb(
     accelerator: Accelerator, cfg: Config, recipe: str, run_dir: Path, mode: str
 ) -> None:
-    """W&B through Accelerate's tracker: the recipe is the group, so runs of one recipe
-    group together and recipes compare side by side; offline needs no account."""
+    """W&B through Accelerate's tracker: the group is train.wandb_group or the recipe, so
+    runs of one recipe (or one arm's seeds) group together and compare side by side; the
+    name is train.wandb_name or the run directory's; offline needs no account."""
     if mode == "disabled":
         return
     from wandb.errors import Error as WandbError
 
     os.environ.setdefault("WANDB_SILENT", "true")
+    train = cfg.train
     tags = [recipe, cfg.model.positional, cfg.model.norm, cfg.model.ffn, cfg.model.norm_position]
-    wandb_args = {"mode": mode, "group": recipe, "tags": tags, "name": Path(run_dir).name,
-                  "dir": str(run_dir)}  # fmt: skip
+    wandb_args = {"mode": mode, "group": train.wandb_group or recipe, "tags": tags,
+                  "name": train.wandb_name or Path(run_dir).name, "dir": str(run_dir)}  # fmt: skip
+    if train.wandb_job_type:
+        wandb_args["job_type"] = train.wandb_job_type
     try:
         accelerator.init_trackers(
             project_name=os.environ.get("WANDB_PROJECT", "t2"),

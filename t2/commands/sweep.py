@@ -1,0 +1,58 @@
+"""Run a sweep file: t2 sweep SWEEP.yaml [--out DIR] [--dry-run | --report-only].
+
+A sweep file names a base recipe, arms (a recipe and/or --set overrides each), seeds and
+a budget (experiments/ has the seed reports' studies). Every arm x seed without a
+finished run is trained in turn into DIR/ARM/seed-S (an interrupted run resumes, so the
+sweep continues where it stopped), then DIR/report.md compares the arms: mean ± sd over
+seeds, the difference to the baseline arm with a 95% interval, "within noise" where the
+interval contains zero. --dry-run prints one train.py command per run instead, for any
+scheduler (a SLURM array, a shell loop over machines); --report-only then summarises.
+Runs reach W&B grouped by sweep (group), arm (job type) and seed (name)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from t2.cli import check_out_folder, default_device
+
+HELP = "train a sweep of arms x seeds (resumable) and report differences with intervals"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sweep", help="a sweep file (YAML), e.g. experiments/variants.yaml")
+    parser.add_argument("--out", help="folder of the runs and report (default runs/sweeps/NAME)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--dry-run", action="store_true", help="print each unfinished run's train.py command"
+    )
+    mode.add_argument(
+        "--report-only", action="store_true", help="train nothing; report the finished runs"
+    )
+    parser.add_argument(
+        "--wandb", choices=["online", "offline", "disabled"], default="offline",
+        help="W&B mode of every run (default offline: no account needed)",
+    )  # fmt: skip
+    parser.add_argument("--device", default=None, help="robustness suite: cpu or cuda")
+
+
+def run(args: argparse.Namespace) -> None:
+    from t2.experiments.report import write_report
+    from t2.experiments.sweep import dry_run, plan, run_sweep
+    from t2.experiments.sweepfile import load_sweep
+
+    sweep = load_sweep(args.sweep)
+    out = check_out_folder(args.out or Path("runs") / "sweeps" / sweep.name)
+    if args.dry_run:
+        for line in dry_run(sweep, out, args.wandb):
+            print(line)
+        return
+    if not args.report_only:
+        run_sweep(sweep, out, args.wandb)
+    elif not out.is_dir():
+        from t2.errors import ConfigError
+
+        raise ConfigError(f"--report-only: {out} not found; pass the sweep's --out folder")
+    else:
+        plan(sweep, out)  # finished runs must match the sweep file (one line if not)
+    print(f"report: {write_report(sweep, out, default_device(args.device))}")

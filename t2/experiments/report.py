@@ -1,0 +1,182 @@
+"""A sweep's report, generated from its runs' own files: per arm the mean and standard
+deviation over seeds, the difference to the baseline arm with a 95% interval (Welch's t),
+and "within noise" where that interval contains zero. Nothing is bolded unless its
+interval excludes zero."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from t2.experiments.compare import count, duration
+from t2.experiments.robust import SENTENCES
+from t2.experiments.runs import Run, read_run
+from t2.experiments.stats import LEVEL, mean, sd, welch
+from t2.experiments.sweepfile import Sweep
+from t2.rundir import RunDir
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    title: str
+    value: Callable[[Run], float | None]
+    lower_is_better: bool
+    digits: int
+
+
+METRICS = [
+    Metric("valid_loss", "validation loss", lambda r: r.last_valid("valid_loss"), True, 4),
+    Metric("valid_bleu", "validation BLEU", lambda r: r.last_valid("valid_bleu"), False, 2),
+    Metric("valid_chrf", "validation chrF", lambda r: r.last_valid("valid_chrf"), False, 2),
+    Metric("test_bleu", "test BLEU", lambda r: r.result("bleu"), False, 2),
+    Metric("test_chrf", "test chrF", lambda r: r.result("chrf"), False, 2),
+]
+ENDED = {"steps": "steps", "tokens": "train_tokens", "time": "elapsed_s"}
+
+
+def collect(sweep: Sweep, out: Path) -> tuple[dict[str, list[Run]], list[str]]:
+    """Finished runs per arm (seed order) and the names of those not finished."""
+    runs: dict[str, list[Run]] = {}
+    missing = []
+    for arm in sweep.arms:
+        runs[arm.name] = []
+        for seed in sweep.seeds:
+            path = sweep.run_dir(out, arm, seed)
+            if RunDir(path).results.is_file():
+                runs[arm.name].append(read_run(path))
+            else:
+                missing.append(f"{arm.name}/seed-{seed}")
+    return runs, missing
+
+
+def verdict(values: list[float], base: list[float], metric: Metric) -> tuple[str, str]:
+    """(the difference with its interval, a word): the word is "within noise" when the
+    interval contains zero; better or worse (bold) only when it does not."""
+    d, digits = welch(values, base, LEVEL), metric.digits
+    if not d.has_interval:
+        return f"{d.diff:+.{digits}f}", "n=1, no interval"
+    shown = f"{d.diff:+.{digits}f} [{d.low:+.{digits}f}, {d.high:+.{digits}f}]"
+    if d.contains_zero():
+        return shown, "within noise"
+    return shown, "**better**" if (d.diff < 0) == metric.lower_is_better else "**worse**"
+
+
+def metric_table(sweep: Sweep, runs: dict[str, list[Run]], metric: Metric) -> str | None:
+    values = {
+        arm: [v for r in rs if (v := metric.value(r)) is not None] for arm, rs in runs.items()
+    }
+    if not any(values.values()):
+        return None
+    base = values[sweep.baseline]
+    lines = [f"### {metric.title}\n", f"| arm | n | mean ± sd | Δ vs {sweep.baseline} "
+             f"[{LEVEL:.0%} interval] | verdict |", "|---|---|---|---|---|"]  # fmt: skip
+    for arm, vs in values.items():
+        if not vs:
+            lines.append(f"| {arm} | 0 | - | - | no finished run |")
+            continue
+        spread, digits = sd(vs), metric.digits
+        cell = f"{mean(vs):.{digits}f}" + ("" if spread is None else f" ± {spread:.{digits}f}")
+        if arm == sweep.baseline:
+            diff, word = "-", "baseline"
+        elif not base:
+            diff, word = "-", "no baseline run"
+        else:
+            diff, word = verdict(vs, base, metric)
+        lines.append(f"| {arm} | {len(vs)} | {cell} | {diff} | {word} |")
+    return "\n".join(lines) + "\n"
+
+
+def _mean_of(runs: list[Run], key: str) -> float | None:
+    values = [v for r in runs if (v := r.final(key)) is not None]
+    return mean(values) if values else None
+
+
+def arms_table(sweep: Sweep, runs: dict[str, list[Run]]) -> str:
+    """Where the runs ended (means over seeds), the compare_at axis first."""
+    order = [sweep.compare_at] + [a for a in ENDED if a != sweep.compare_at]
+    titles = {"steps": "steps", "tokens": "train tokens", "time": "wall time"}
+    lines = ["| arm | recipe | overrides | parameters | " + " | ".join(titles[a] for a in order)
+             + " | stopped by |", "|---|---|---|---|" + "---|" * (len(order) + 1)]  # fmt: skip
+    for arm in sweep.arms:
+        rs = runs[arm.name]
+        cells = []
+        for axis in order:
+            v = _mean_of(rs, ENDED[axis])
+            cells.append("-" if v is None else duration(v) if axis == "time" else f"{v:,.0f}")
+        params = {r.parameters for r in rs} - {None}
+        stopped = sorted({str(r.result("stopped_by")) for r in rs if r.result("stopped_by")})
+        lines.append(f"| {arm.name} | {arm.recipe} | {', '.join(arm.own) or '-'} | "
+                     f"{', '.join(count(p) for p in sorted(params)) or '-'} | "
+                     f"{' | '.join(cells)} | {', '.join(stopped) or '-'} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def runs_table(runs: dict[str, list[Run]]) -> str:
+    """Every run's own figures, so each mean above can be checked by hand."""
+    head = ["arm", "seed", "steps", *(m.title for m in METRICS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, rs in runs.items():
+        for r in rs:
+            cells = [arm, str(r.seed), str(r.final("steps"))]
+            cells += ["-" if (v := m.value(r)) is None else f"{v:.{m.digits}f}" for m in METRICS]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _header(sweep: Sweep, out: Path) -> str:
+    budget = ", ".join(sweep.budget) or "each recipe's own train.max_steps"
+    return (
+        f"# Sweep {sweep.name}\n\n"
+        f"Sweep file `{sweep.path}`, runs in `{out}`: {len(sweep.arms)} arms x seeds "
+        f"{list(sweep.seeds)}; budget {budget}; compared at the end of the budget "
+        f"(axis: {sweep.compare_at}).\n\n"
+        f"Which numbers: each run's validation loss, BLEU and chrF are those of its **last "
+        f"validation record** in metrics.jsonl (the end of its budget); test BLEU and chrF "
+        f"are results.json's (the best checkpoint on the test split). Per arm: mean ± "
+        f"sample standard deviation over seeds; Δ: the arm's mean minus the baseline's, with "
+        f"a {LEVEL:.0%} interval from Welch's t (unequal variances). *within noise*: the "
+        f"interval contains zero, and no arm is called better or worse (only an interval "
+        f"that excludes zero is bolded). n=1: no interval, nothing concluded.\n"
+    )
+
+
+def render(sweep: Sweep, out: Path, plots: list[Path], robustness: str | None) -> str:
+    runs, missing = collect(sweep, out)  # read again: cheap, and render stands alone
+    parts = [_header(sweep, out)]
+    if missing:
+        parts.append(f"Not finished ({len(missing)}), left out: {', '.join(missing)}.\n")
+    parts.append("## Arms\n\n" + arms_table(sweep, runs))
+    parts.append("## Results\n")
+    parts += [t for m in METRICS if (t := metric_table(sweep, runs, m)) is not None]
+    if robustness is not None:
+        parts.append(
+            f"## Robustness (report 003)\n\nThe best checkpoint of each run on the first "
+            f"{SENTENCES} validation pairs, sources perturbed (t2 robustness): the clean "
+            f"control, then the change under each perturbation; mean ± sd over seeds.\n\n"
+            f"{robustness}"
+        )
+    parts.append("## Runs\n\n" + runs_table(runs))
+    if plots:
+        parts.append("## Curves\n\n" + "".join(f"![{p.stem}]({p.relative_to(out)})\n\n"
+                                              for p in plots))  # fmt: skip
+    return "\n".join(parts)
+
+
+def write_report(sweep: Sweep, out: Path, device: str) -> Path:
+    """OUT/report.md, with the curves (one colour per arm) in OUT/plots/."""
+    from t2.experiments.compare import write_text
+    from t2.experiments.plots import plot_curves
+    from t2.experiments.robust import robustness_tables
+
+    runs, _ = collect(sweep, out)
+    groups = {arm: [r.path for r in rs] for arm, rs in runs.items() if rs}
+    plots = plot_curves(groups, out / "plots") if groups else []
+    suffix = {"steps": "step", "tokens": "tokens", "time": "time"}[sweep.compare_at]
+    first = [p for p in plots if p.stem == f"curves_by_{suffix}"]
+    plots = first + [p for p in plots if p not in first]
+    robustness = robustness_tables(runs, device) if sweep.robustness else None
+    path = out / "report.md"
+    write_text(path, render(sweep, out, plots, robustness))
+    return path

@@ -1,0 +1,131 @@
+"""A run directory read for comparison: its config, recipe, metrics records and results.
+
+Only the run's own files are read (config.yaml, meta.json, metrics.jsonl, results.json and
+the safetensors header of one checkpoint); no model is built, so a summary takes
+milliseconds. What older runs lack (train_tokens, elapsed_s, stopped_by) reads as None.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from t2.config import load_yaml
+from t2.errors import CheckpointError
+from t2.rundir import RunDir, read_meta
+from t2.rundir.layout import WEIGHTS
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a run directory says about its training, read once."""
+
+    path: Path
+    recipe: str
+    config: dict[str, Any]  # flat: "model.d_model" -> 512
+    records: list[dict[str, Any]]  # metrics.jsonl, in order
+    results: dict[str, Any] | None  # results.json; None while the run is unfinished
+    parameters: int | None  # from the newest checkpoint's tensor shapes
+
+    @property
+    def finished(self) -> bool:
+        return self.results is not None
+
+    @property
+    def seed(self) -> Any:
+        return self.config.get("train.seed")
+
+    @property
+    def train_records(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if "loss" in r]
+
+    @property
+    def valid_records(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if "valid_loss" in r]
+
+    def last_valid(self, key: str) -> float | None:
+        """`key` of the last validation record: the run's figure at the end of its budget."""
+        found = self.valid_records
+        return found[-1].get(key) if found else None
+
+    def best_valid(self, key: str, lower_is_better: bool) -> float | None:
+        values = [r[key] for r in self.valid_records if _number(r.get(key))]
+        if not values:
+            return None
+        return min(values) if lower_is_better else max(values)
+
+    def final(self, key: str) -> Any:
+        """steps / train_tokens / elapsed_s at the end: results.json's, else the last record's."""
+        if self.results and key in self.results:
+            return self.results[key]
+        name = "step" if key == "steps" else key
+        found = [r[name] for r in self.records if name in r]
+        return found[-1] if found else None
+
+    def result(self, key: str) -> Any:
+        return (self.results or {}).get(key)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def flatten(config: dict[str, Any]) -> dict[str, Any]:
+    """{"model": {"d_model": 512}} -> {"model.d_model": 512}."""
+    return {
+        f"{section}.{key}": value
+        for section, values in config.items()
+        if isinstance(values, dict)
+        for key, value in values.items()
+    }
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl's records; a last line cut off by a killed process is left out."""
+    if not path.is_file():
+        return []
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = []
+    for i, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if i == len(lines) - 1:
+                break
+            raise CheckpointError(f"{path} line {i + 1} is not JSON; the run is damaged") from None
+    return records
+
+
+def count_parameters(ckpt: Path) -> int:
+    """Elements of every tensor in a checkpoint's safetensors header (tied matrices are
+    stored once; positional tables are not stored), without reading the weights."""
+    with (ckpt / WEIGHTS).open("rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    return sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+
+
+def read_run(path: str | Path) -> Run:
+    """A run directory's summary; one line naming the folder if it is not a run."""
+    run = RunDir(path)
+    if not run.config.is_file():
+        raise CheckpointError(f"{run.path} is not a run directory (no config.yaml); pass "
+                              f"folders written by t2 train")  # fmt: skip
+    meta = read_meta(run.path)
+    try:
+        config = flatten(load_yaml(run.config.read_text(encoding="utf-8")) or {})
+        text = run.results.read_text(encoding="utf-8") if run.results.is_file() else None
+        results = json.loads(text) if text is not None else None
+    except (ValueError, yaml.YAMLError) as err:
+        reason = str(err).strip().splitlines()[0]
+        raise CheckpointError(f"{run.path}: unreadable config or results ({reason})") from None
+    recipe = meta.get("recipe") or (results or {}).get("recipe") or "-"  # format 1: none
+    ckpt = run.best() or run.latest()
+    params = count_parameters(ckpt) if ckpt else None
+    return Run(run.path, str(recipe), config, read_records(run.metrics), results, params)

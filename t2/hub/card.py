@@ -1,0 +1,239 @@
+"""The model card (README.md) of a saved model, generated from its run's own files.
+
+Every figure comes from a file of the run: config.yaml (architecture, recipe, data,
+decoding), meta.json (recipe name, processes, the checkpoint's step), metrics.jsonl
+(validation at that step, target tokens and time trained), results.json (test scores with
+sacreBLEU signatures) and the eval-*/scores.json that `t2 evaluate` wrote beside the
+checkpoint. What a run did not record is said to be missing, never estimated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from t2 import __version__
+from t2.config import Config
+from t2.errors import CheckpointError
+from t2.rundir.layout import RunDir, evaluations, read_meta
+
+ARCHITECTURE = ("d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers",
+                "positional", "norm", "norm_position", "ffn", "attention", "tie_embeddings",
+                "vocab_size", "dropout", "bias")  # fmt: skip
+RECIPE = ("optimizer", "betas", "eps", "weight_decay", "schedule", "warmup_steps", "max_lr",
+          "label_smoothing", "max_steps", "accumulate", "clip_norm", "mixed_precision",
+          "seed")  # fmt: skip
+DECODE = ("beam_size", "lenpen", "length_norm", "max_len_a", "max_len_b", "stopping")
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"cannot read {path} ({err}); fix or remove it") from None
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl's records; a line cut off by a run still writing is skipped."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+@dataclass
+class RunFacts:
+    """What the run's files say about one checkpoint."""
+
+    ckpt: Path
+    step: int | None = None
+    averaged: list[str] = field(default_factory=list)
+    ckpt_meta: dict[str, Any] = field(default_factory=dict)
+    run_meta: dict[str, Any] = field(default_factory=dict)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, Any] | None = None
+    evals: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, ckpt: Path) -> RunFacts:
+        meta = read_meta(ckpt)
+        facts = cls(Path(ckpt), meta.get("step"), list(meta.get("averaged", [])), meta)
+        facts.evals = [_json(p) for p in evaluations(ckpt)]
+        run = RunDir.of(ckpt)
+        if not run.config.is_file():  # a self-contained folder (t2 average --out)
+            return facts
+        facts.run_meta = read_meta(run.path)
+        if run.metrics.is_file():
+            facts.metrics = _records(run.metrics)
+        if run.results.is_file():
+            results = _json(run.results)
+            if Path(str(results.get("checkpoint", ""))).name == Path(ckpt).name:
+                facts.results = results  # only the scores of this very checkpoint
+        return facts
+
+    def at_step(self, key: str) -> dict[str, Any] | None:
+        """The last record up to this checkpoint's step that has `key`."""
+        if self.step is None:
+            return None
+        found = [r for r in self.metrics if key in r and r.get("step", 0) <= self.step]
+        return found[-1] if found else None
+
+
+def _table(rows: list[tuple[str, Any]]) -> str:
+    lines = ["| key | value |", "| --- | --- |"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    """Names as code, floats to 4 significant digits, lists joined (no `|`: it ends a cell)."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_cell(v) for v in value)
+    if isinstance(value, str):
+        return f"`{value}`" if value else "(empty)"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def front_matter(cfg: Config, facts: RunFacts) -> str:
+    scored = facts.results is not None or facts.evals
+    lines = ["---", "library_name: t2", "pipeline_tag: translation", "language:",
+             f"- {cfg.data.src_lang}", f"- {cfg.data.tgt_lang}", "tags:", "- translation",
+             "- t2", "- encoder-decoder", f"- {cfg.model.positional}", f"- {cfg.model.norm}",
+             f"- {cfg.model.ffn}"]  # fmt: skip
+    if scored:
+        lines += ["metrics:", "- bleu", "- chrf"]
+    return "\n".join([*lines, "---"])
+
+
+def architecture_section(cfg: Config, parameters: dict[str, int]) -> str:
+    m = cfg.model
+    rows = [(k, getattr(m, k)) for k in ARCHITECTURE] + [("d_head", m.d_head),
+            ("d_hidden (FFN)", m.d_hidden)]  # fmt: skip
+    parts = ", ".join(f"{k} {v:,}" for k, v in parameters.items() if k != "total")
+    return (f"## Architecture\n\nAn encoder–decoder Transformer (Vaswani et al. 2017) built "
+            f"by t2 from its registered components; **{parameters['total']:,} parameters** "
+            f"(tied matrices once: {parts}).\n\n{_table(rows)}")  # fmt: skip
+
+
+def training_section(cfg: Config, facts: RunFacts) -> str:
+    recipe = facts.run_meta.get("recipe")
+    rows = [("recipe", recipe or "not recorded")] + [(k, getattr(cfg.train, k)) for k in RECIPE]
+    processes = facts.ckpt_meta.get("world_size", facts.run_meta.get("world_size"))
+    rows += [("data.max_tokens (per process and micro-batch)", cfg.data.max_tokens),
+             ("processes", processes if processes is not None else "not recorded")]  # fmt: skip
+    data = [(f"data.{k}", getattr(cfg.data, k)) for k in ("train", "valid", "test")]
+    data += [(f"data.{k}", getattr(cfg.data, k)) for k in ("max_tokens_per_sentence",
+             "max_length_ratio", "dedup", "max_train_pairs", "src_bos")]  # fmt: skip
+    done = []
+    if facts.averaged:
+        done.append(f"- Weights: the mean of checkpoints {', '.join(facts.averaged)}.")
+    done.append(f"- Steps: {facts.step if facts.step is not None else 'not recorded'}.")
+    tokens, seconds = facts.at_step("train_tokens"), facts.at_step("elapsed_s")
+    counted = f"{tokens['train_tokens']:,}" if tokens else "not recorded in metrics.jsonl"
+    done.append(f"- Target tokens trained on: {counted}.")
+    if seconds:
+        done.append(f"- Training time: {seconds['elapsed_s'] / 60:.1f} minutes.")
+    if facts.results and facts.results.get("stopped_by"):
+        done.append(f"- Stopped by: `{facts.results['stopped_by']}`.")
+    tokenizer = (f"the tokenizer `{cfg.data.tokenizer}` (data.tokenizer, trained before the "
+                 f"run)" if cfg.data.tokenizer else "trained on the run's train split")  # fmt: skip
+    return (f"## Training\n\n{_table(rows)}\n\n### Data\n\nSource {cfg.data.src_lang}, target "
+            f"{cfg.data.tgt_lang}; a joint byte-level BPE of {cfg.model.vocab_size} entries, "
+            f"{tokenizer}. The run's data sources and cleaning:\n\n"
+            f"{_table(data)}\n\n### This checkpoint\n\n" + "\n".join(done))  # fmt: skip
+
+
+def validation_section(facts: RunFacts) -> str:
+    record = None if facts.averaged else facts.at_step("valid_loss")
+    if record is None or record.get("step") != facts.step:
+        return "## Validation\n\nNo validation record at this checkpoint's step in metrics.jsonl."
+    rows = [(k.removeprefix("valid_"), v) for k, v in record.items() if k.startswith("valid_")]
+    return (f"## Validation\n\nAt step {record['step']} (metrics.jsonl): teacher-forced loss, "
+            f"perplexity and token accuracy on the validation split; BLEU, chrF and exact match "
+            f"of greedy translations of its first `train.valid_bleu_sentences` sentences, "
+            f"scored by the same sacreBLEU call as the test scores (metrics.jsonl does not "
+            f"store their signatures).\n\n{_table(rows)}")  # fmt: skip
+
+
+def _scores(record: dict[str, Any]) -> str:
+    """BLEU and chrF with their signatures (a list: a signature's `|` would split a cell)."""
+    lines = [f"- BLEU **{record['bleu']:.2f}**, chrF **{record['chrf']:.2f}**",
+             f"- BLEU signature: `{record['bleu_signature']}`",
+             f"- chrF signature: `{record['chrf_signature']}`"]  # fmt: skip
+    if record.get("bleu_detail"):
+        lines.append(f"- sacreBLEU: `{record['bleu_detail']}`")
+    return "\n".join(lines)
+
+
+def _settings(decode: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={decode[k]}" for k in DECODE if k in decode)
+
+
+def _results(cfg: Config, r: dict[str, Any]) -> str:
+    """The scores training wrote to results.json, decoded with the run's decode section."""
+    decode = {k: getattr(cfg.decode, k) for k in DECODE} | {"beam_size": r.get("beam_size")}
+    forced = [(k.removeprefix("test_"), r[k]) for k in ("test_loss", "test_ppl",
+              "test_accuracy", "exact_match") if k in r]  # fmt: skip
+    text = (f"results.json, the run's test split (`data.test={cfg.data.test}`, "
+            f"{r.get('n_sentences', '?')} sentences), decoded with {_settings(decode)}:"
+            f"\n\n{_scores(r)}")  # fmt: skip
+    if forced:
+        text += f"\n\nTeacher-forced on the same split, and exact matches:\n\n{_table(forced)}"
+    return text
+
+
+def _evaluation(e: dict[str, Any]) -> str:
+    """A `t2 evaluate` scores.json beside the checkpoint."""
+    averaged = (
+        f", the last {e['average_last']} checkpoints averaged" if e.get("average_last") else ""
+    )
+    return (
+        f"`t2 evaluate` on {e.get('testset', '?')} ({e.get('n_sentences', '?')} sentences), "
+        f"decoded with {_settings(e.get('decode', {}))}{averaged}:\n\n{_scores(e)}"
+    )
+
+
+def scores_section(cfg: Config, facts: RunFacts) -> str:
+    parts = ["## Test scores"]
+    if facts.results is not None:
+        parts.append(_results(cfg, facts.results))
+    parts += [_evaluation(e) for e in facts.evals]
+    if len(parts) == 1:
+        parts.append("None: the run has no results.json for this checkpoint and no "
+                     "`t2 evaluate` output beside it.")  # fmt: skip
+    return "\n\n".join(parts)
+
+
+def usage_section(name: str) -> str:
+    return (f"## Use\n\n```python\nfrom t2.hub import from_pretrained\n\n"
+            f"pretrained = from_pretrained(\"{name}\")  # a folder, or a hub repo id\n"
+            f"print(pretrained.translate([\"...\"]))  # decode.* keys as keyword arguments\n```\n\n"
+            f"From the command line, on a local copy (`hf download REPO_ID --local-dir DIR` for "
+            f"a hub repo):\n\n```bash\nt2 translate --checkpoint DIR --input FILE\n"
+            f"t2 evaluate --checkpoint DIR --src SRC --ref REF\n```")  # fmt: skip
+
+
+def model_card(ckpt: Path, cfg: Config, parameters: dict[str, int], name: str) -> str:
+    """README.md for the folder made from checkpoint `ckpt` (its run's files), loadable as
+    `name` (a repo id or a folder)."""
+    facts = RunFacts.read(ckpt)
+    title = (f"# {facts.run_meta.get('recipe') or 't2 model'}: {cfg.data.src_lang}→"
+             f"{cfg.data.tgt_lang} translation\n\nWritten by t2 {__version__} from checkpoint "
+             f"`{Path(ckpt).name}` of its run.")  # fmt: skip
+    parts = [
+        front_matter(cfg, facts),
+        title,
+        architecture_section(cfg, parameters),
+        training_section(cfg, facts),
+        validation_section(facts),
+        scores_section(cfg, facts),
+        usage_section(name),
+    ]
+    return "\n\n".join(parts) + "\n"

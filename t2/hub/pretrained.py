@@ -1,0 +1,174 @@
+"""save_pretrained / from_pretrained: a t2 model, its config and tokenizer as one folder
+(layout: t2/hub/__init__), locally or through the Hugging Face Hub's cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from transformers import PreTrainedTokenizerFast
+
+from t2 import __version__
+from t2.config import Config, DecodeConfig
+from t2.errors import CheckpointError, ConfigError
+from t2.model.transformer import Transformer
+from t2.rundir.layout import WEIGHTS
+from t2.rundir.store import load_weights, unique_state
+
+HUB_FORMAT = 1  # the folder format this t2 writes and the newest it reads
+CONFIG_JSON, CARD = "config.json", "README.md"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+REQUIRED = (CONFIG_JSON, WEIGHTS, "tokenizer.json")
+FILES = (CONFIG_JSON, WEIGHTS, *TOKENIZER_FILES, CARD)  # what is written, uploaded, downloaded
+SECTIONS = ("model", "data", "train", "decode")
+TOP_KEYS = ("t2_format", "t2_version", *SECTIONS, "source")  # source: the run it came from
+
+
+def is_pretrained(path: str | Path) -> bool:
+    """Whether `path` is a folder written by save_pretrained (not a run or checkpoint)."""
+    path = Path(path)
+    return (path / CONFIG_JSON).is_file() and (path / WEIGHTS).is_file()
+
+
+def config_record(cfg: Config, source: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What config.json holds: format, version, the four config sections, provenance."""
+    record = {"t2_format": HUB_FORMAT, "t2_version": __version__, **cfg.to_dict()}
+    return {**record, "source": source} if source else record
+
+
+def read_config_json(folder: Path) -> Config:
+    """The config of a saved folder, its format and keys checked (one-line errors)."""
+    path = folder / CONFIG_JSON
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointError(f"cannot read {path} ({reason}); save the model again") from None
+    fmt = raw.get("t2_format") if isinstance(raw, dict) else None
+    if not isinstance(fmt, int):
+        raise CheckpointError(
+            f"{path} names no t2_format; {folder} was not written by t2's save_pretrained"
+        )
+    if fmt > HUB_FORMAT or fmt < 1:
+        raise CheckpointError(
+            f"{folder} is t2 model-folder format {fmt} (t2 {raw.get('t2_version', '?')}); this "
+            f"t2 {__version__} reads format 1 to {HUB_FORMAT}: use the t2 that wrote it"
+        )
+    unknown = sorted(set(raw) - set(TOP_KEYS))
+    if unknown:
+        raise CheckpointError(
+            f"{path} has unknown keys {', '.join(unknown)}; valid keys: {', '.join(TOP_KEYS)}"
+        )
+    try:
+        return Config.from_dict({k: raw[k] for k in SECTIONS if k in raw})
+    except ConfigError as err:
+        raise CheckpointError(f"{path}: {err}") from None
+
+
+@dataclass
+class Pretrained:
+    """A model with the config and tokenizer it was trained with: what a folder holds."""
+
+    model: Transformer
+    config: Config
+    tokenizer: PreTrainedTokenizerFast
+    folder: Path | None = None  # where it was read from
+
+    @property
+    def decode(self) -> DecodeConfig:
+        """The decoding settings the run chose (decode section of the config)."""
+        return self.config.decode
+
+    @classmethod
+    def from_pretrained(
+        cls, name: str | Path, *, revision: str | None = None,
+        cache_dir: str | Path | None = None, device: str | torch.device = "cpu",
+    ) -> Pretrained:  # fmt: skip
+        """A local folder, else a hub repo id (owner/name) through the hub's cache."""
+        from t2.hub.download import locate
+
+        return load_folder(locate(name, revision, cache_dir), device)
+
+    def save_pretrained(
+        self, folder: str | Path, card: str | None = None, source: dict | None = None
+    ) -> Path:
+        return save_pretrained(self.model, self.config, self.tokenizer, folder, card, source)
+
+    def translate(self, sentences: Sequence[str], **decode: Any) -> list[str]:
+        """Best translations in input order; keyword arguments override decode.* keys."""
+        from t2.evaluation.evaluate import translate
+
+        settings = replace(self.decode, **decode)
+        src_bos = self.config.data.src_bos
+        return translate(self.model, self.tokenizer, sentences, settings, None, src_bos)
+
+
+def from_pretrained(name: str | Path, **kwargs: Any) -> Pretrained:
+    """Pretrained.from_pretrained: model, config and tokenizer of a folder or repo id."""
+    return Pretrained.from_pretrained(name, **kwargs)
+
+
+def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Pretrained:
+    """Read a saved folder: config, then the weights into the model it describes (every
+    name and shape checked), then the tokenizer (its size checked against the model)."""
+    from t2.data import load_tokenizer
+
+    folder = Path(folder)
+    missing = [name for name in REQUIRED if not (folder / name).is_file()]
+    if missing:
+        raise CheckpointError(
+            f"{folder} lacks {', '.join(missing)}; pass a folder written by t2 save, t2 push "
+            f"or Pretrained.save_pretrained"
+        )
+    cfg = read_config_json(folder)
+    model = Transformer(cfg.model)
+    load_weights(model, folder)
+    tokenizer = load_tokenizer(folder)
+    if len(tokenizer) != cfg.model.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer in {folder} has {len(tokenizer)} tokens but its model a vocabulary "
+            f"of {cfg.model.vocab_size}; save the model with the tokenizer of its run"
+        )
+    return Pretrained(model.to(device).eval(), cfg, tokenizer, folder)
+
+
+def save_pretrained(
+    model: Transformer, cfg: Config, tokenizer: PreTrainedTokenizerFast, folder: str | Path,
+    card: str | None = None, source: dict[str, Any] | None = None,
+) -> Path:  # fmt: skip
+    """Write the folder atomically (assembled beside it, then renamed into place); an
+    existing folder is replaced only if it is a saved model or empty."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise CheckpointError(f"{folder} is a file; pass a folder to save the model in")
+    if folder.is_dir() and any(folder.iterdir()) and not is_pretrained(folder):
+        raise CheckpointError(f"{folder} exists and is not a saved t2 model; pass a new folder")
+    if len(tokenizer) != cfg.model.vocab_size:
+        raise CheckpointError(
+            f"tokenizer of {len(tokenizer)} tokens for a model of vocabulary "
+            f"{cfg.model.vocab_size}; pass the tokenizer the model was trained with"
+        )
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{folder.name}-", dir=folder.parent))
+    try:
+        state = {k: v.detach().contiguous().cpu() for k, v in unique_state(model).items()}
+        save_file(state, str(tmp / WEIGHTS), metadata={"format": "pt"})
+        text = json.dumps(config_record(cfg, source), indent=2) + "\n"
+        (tmp / CONFIG_JSON).write_text(text, encoding="utf-8")
+        tokenizer.save_pretrained(tmp)
+        if card is not None:
+            (tmp / CARD).write_text(card, encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if folder.exists():
+        shutil.rmtree(folder)
+    tmp.rename(folder)
+    return folder

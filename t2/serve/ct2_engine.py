@@ -1,0 +1,152 @@
+"""Translate with a CTranslate2 export as t2's own search does: the same source ids, the same
+length-sorted batches, the same maximum length and the same scores.
+
+Greedy search gives t2's token ids: the sentences of a batch that share a maximum length
+(max_len_a * source length + max_len_b tokens before EOS) are decoded together up to it, and
+an output that reaches it is cut there, where t2 forces EOS. PAD and BOS are never generated,
+as in t2 (CTranslate2 removes them before normalising, t2 after: scores differ by the
+probability the model gives those two tokens).
+Beam search is CTranslate2's: a sentence ends once beam_size hypotheses have ended (t2's
+decode.stopping=first_k, fairseq's rule) and hypotheses are ranked by log-probability / n^alpha
+with n counting EOS (t2's decode.length_norm=length). Under length_norm=gnmt, every hypothesis
+CTranslate2 finished is re-scored with ((5 + n) / 6)^alpha and the best are kept.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from t2.config import DecodeConfig
+from t2.data import encode_source, load_tokenizer
+from t2.data.tokenizer import EOS, SPECIALS
+from t2.decoding.search import Hypothesis, length_penalty
+from t2.errors import DataError
+from t2.evaluation.evaluate import length_batches
+from t2.serve.ct2 import read_export, require_ctranslate2
+from t2.serve.engine import Engine
+
+
+def _device(device: str) -> tuple[str, int]:
+    """'cpu', 'cuda' or 'cuda:N' -> CTranslate2's device and device index."""
+    name, _, index = str(device).partition(":")
+    return name, int(index or 0)
+
+
+class Ct2Engine(Engine):
+    """A CTranslate2 export folder (model.bin, its tokenizer and t2_export.json)."""
+
+    def __init__(self, path: str | Path, device: str = "cpu") -> None:
+        require_ctranslate2()
+        import ctranslate2
+        import torch
+
+        self.ckpt = Path(path)
+        self.meta, self.cfg = read_export(path)
+        self.tokenizer = load_tokenizer(path)
+        name, index = _device(device)
+        self.translator = ctranslate2.Translator(
+            str(path), device=name, device_index=index, intra_threads=torch.get_num_threads()
+        )
+        self.max_positions: int | None = self.meta["max_positions"]
+        self._noted = False
+
+    def translate_nbest(
+        self, sentences: Sequence[str], decode: DecodeConfig, progress: Any = None
+    ) -> list[list[tuple[str, float]]]:
+        """(text, score) n-best lists in input order; a blank line gets [("", 0.0)]."""
+        keep = [i for i, s in enumerate(sentences) if s.strip()]
+        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
+        if not keep:
+            return out
+        src_ids = encode_source(self.tokenizer, [sentences[i] for i in keep], self.cfg.data.src_bos)
+        self._check_lengths(src_ids, [i + 1 for i in keep])
+        self._note(decode)
+        hyps: list[list[Hypothesis]] = [[] for _ in src_ids]
+        for batch in length_batches([len(r) for r in src_ids], decode.batch_size):
+            for i, h in zip(batch, self.search([src_ids[i] for i in batch], decode), strict=True):
+                hyps[i] = h
+            if progress is not None:
+                progress.update(len(batch))
+        flat = [h for nbest in hyps for h in nbest]
+        decoded = self.tokenizer.batch_decode([h.tokens for h in flat], skip_special_tokens=True)
+        texts = iter(decoded)
+        for i, nbest in zip(keep, hyps, strict=True):
+            out[i] = [(next(texts).strip(), h.score) for h in nbest]
+        return out
+
+    def limits(self, src_ids: Sequence[list[int]], decode: DecodeConfig) -> list[int]:
+        """t2's maximum number of tokens before EOS of each source (search.max_lengths)."""
+        out = [max(0, math.floor(decode.max_len_a * len(r) + decode.max_len_b)) for r in src_ids]
+        if self.max_positions is not None:  # BOS takes one row of the position table
+            out = [min(n, self.max_positions - 1) for n in out]
+        return out
+
+    def search(self, src_ids: Sequence[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
+        """n-best hypotheses of one batch of source ids (t2's: [BOS] tokens EOS). Sentences
+        of one maximum length go to CTranslate2 together, its max_decoding_length being per
+        call (a length-sorted batch has few distinct lengths)."""
+        limits = self.limits(src_ids, decode)
+        head = 1 if self.cfg.data.src_bos else 0  # CTranslate2 adds BOS and EOS itself
+        out: list[list[Hypothesis]] = [[] for _ in src_ids]
+        for limit in sorted(set(limits)):
+            rows = [i for i, n in enumerate(limits) if n == limit]
+            source = [self.tokenizer.convert_ids_to_tokens(src_ids[i][head:-1]) for i in rows]
+            for i, result in zip(rows, self._translate(source, limit, decode), strict=True):
+                out[i] = self._hypotheses(result.hypotheses, result.scores, limit, decode)
+        return out
+
+    def _translate(self, source: list[list[str]], limit: int, decode: DecodeConfig) -> list:
+        rerank = decode.beam_size > 1 and decode.lenpen != 0
+        return self.translator.translate_batch(
+            source, beam_size=decode.beam_size, length_penalty=decode.lenpen,
+            num_hypotheses=decode.beam_size if rerank else decode.nbest,
+            max_decoding_length=limit + 1, min_decoding_length=0, max_input_length=0,
+            return_scores=True, return_end_token=True,
+            suppress_sequences=[[SPECIALS["pad"]], [SPECIALS["bos"]]],
+        )  # fmt: skip
+
+    def _hypotheses(
+        self, tokens: list[list[str]], scores: list[float], limit: int, decode: DecodeConfig
+    ) -> list[Hypothesis]:
+        """t2's Hypothesis: ids before EOS (cut at the limit) and log_prob / lp(n) under
+        decode.length_norm, n counting EOS; CTranslate2 reports log_prob / n^alpha."""
+        out = []
+        for toks, score in zip(tokens, scores, strict=True):
+            ids = self.tokenizer.convert_tokens_to_ids(toks)
+            log_prob = score * max(len(ids), 1) ** decode.lenpen
+            body = ids[: ids.index(EOS)] if EOS in ids else ids
+            body = body[:limit]
+            lp = length_penalty(len(body) + 1, decode.lenpen, decode.length_norm)
+            out.append(Hypothesis(body, log_prob, log_prob / lp))
+        out.sort(key=lambda h: -h.score)
+        return out[: decode.nbest]
+
+    def _check_lengths(self, src_ids: Sequence[list[int]], lines: Sequence[int]) -> None:
+        """A position table has max_positions rows: name the first line that does not fit."""
+        if self.max_positions is None:
+            return
+        for row, line in zip(src_ids, lines, strict=True):
+            if len(row) > self.max_positions:
+                raise DataError(
+                    f"line {line} has {len(row)} tokens, more than the {self.max_positions} "
+                    f"positions of the exported {self.cfg.model.positional} table; shorten or "
+                    f"split that line"
+                )
+
+    def _note(self, decode: DecodeConfig) -> None:
+        """Say once, on stderr, where CTranslate2's beam search differs from t2's settings."""
+        if self._noted or decode.beam_size == 1:
+            return
+        self._noted = True
+        parts = []
+        if decode.stopping != "first_k":
+            parts.append(f"stops as decode.stopping=first_k, not {decode.stopping}")
+        if decode.length_norm == "gnmt" and decode.lenpen != 0:
+            parts.append("ranks by n^alpha (it has no GNMT form; its finished hypotheses are "
+                         "re-ranked by ((5+n)/6)^alpha)")  # fmt: skip
+        if parts:
+            print(f"note: CTranslate2's beam search {'; '.join(parts)}", file=sys.stderr)

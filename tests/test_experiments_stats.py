@@ -1,0 +1,89 @@
+"""t2.experiments.stats: Student's t quantile against published values, Welch's interval
+by hand, and its coverage under the null (identical arms) by simulation."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from t2.experiments.stats import betainc, mean, sd, t_cdf, t_quantile, welch
+
+# two-sided 95% and 90% critical values of Student's t (any statistics table; R's qt)
+T975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 5: 2.5706, 10: 2.2281, 20: 2.0860,
+        30: 2.0423, 60: 2.0003, 120: 1.9799}  # fmt: skip
+T95 = {1: 6.3138, 2: 2.9200, 5: 2.0150, 10: 1.8125, 30: 1.6973}
+
+
+@pytest.mark.parametrize("df", sorted(T975))
+def test_t_quantile_matches_the_table_at_975(df):
+    assert t_quantile(0.975, df) == pytest.approx(T975[df], abs=5e-4)
+    assert t_quantile(0.025, df) == pytest.approx(-T975[df], abs=5e-4)
+
+
+@pytest.mark.parametrize("df", sorted(T95))
+def test_t_quantile_matches_the_table_at_95(df):
+    assert t_quantile(0.95, df) == pytest.approx(T95[df], abs=5e-4)
+
+
+def test_t_quantile_tends_to_the_normal_and_inverts_the_cdf():
+    assert t_quantile(0.975, math.inf) == pytest.approx(1.959964, abs=1e-6)
+    assert t_quantile(0.975, 1e6) == pytest.approx(1.959964, abs=1e-4)
+    for df in (1.3, 2.5, 7.7, 44.0):  # Welch's degrees of freedom are fractional
+        for p in (0.6, 0.9, 0.975, 0.999):
+            assert t_cdf(t_quantile(p, df), df) == pytest.approx(p, abs=1e-9)
+    assert T975[2] < t_quantile(0.975, 1.5) < T975[1]  # monotone in df between table rows
+
+
+def test_t_cdf_closed_forms():
+    for t in (-3.0, -0.5, 0.0, 0.7, 4.0, 30.0):
+        assert t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-10)  # Cauchy
+        assert t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-10)
+    assert betainc(2.0, 3.0, 0.4) == pytest.approx(0.5248, abs=1e-4)  # 1 - sum binomial terms
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 3)
+
+
+def test_mean_and_sample_sd():
+    assert mean([1.0, 2.0, 6.0]) == 3.0
+    assert sd([1.0, 2.0, 6.0]) == pytest.approx(math.sqrt(7.0))  # (4 + 1 + 9) / 2
+    assert sd([5.0]) is None
+
+
+def test_welch_interval_by_hand():
+    # equal variances (1) and sizes (3): df = 2 (n - 1) = 4, se = sqrt(2/3)
+    d = welch([4.0, 5.0, 6.0], [1.0, 2.0, 3.0])
+    assert d.df == pytest.approx(4.0)
+    half = 2.776445 * math.sqrt(2 / 3)
+    assert (d.diff, d.low, d.high) == pytest.approx((3.0, 3.0 - half, 3.0 + half), abs=1e-5)
+    assert not d.contains_zero()
+    # unequal variances: Welch-Satterthwaite
+    a, b = [10.0, 12.0, 17.0, 9.0], [11.0, 11.5]
+    va, vb = 12.6667 / 4, 0.125 / 2
+    d = welch(a, b)
+    assert d.df == pytest.approx((va + vb) ** 2 / (va**2 / 3 + vb**2 / 1), rel=1e-4)
+    assert d.contains_zero()
+
+
+def test_identical_arms_contain_zero_and_a_clearly_better_arm_does_not():
+    same = [3.41, 3.38, 3.45]
+    assert welch(same, same).contains_zero()
+    assert welch([3.40, 3.47, 3.39], [3.41, 3.38, 3.45]).contains_zero()
+    better = welch([2.91, 2.95, 2.88], [3.41, 3.38, 3.45])
+    assert better.has_interval and not better.contains_zero() and better.high < 0
+
+
+def test_one_seed_gives_no_interval():
+    d = welch([3.0], [3.5, 3.6])
+    assert d.diff == pytest.approx(-0.55) and not d.has_interval and not d.contains_zero()
+
+
+def test_coverage_under_the_null_is_about_95_percent():
+    rng = random.Random(0)
+    trials, hits = 1500, 0
+    for _ in range(trials):
+        a = [rng.gauss(0.0, 1.0) for _ in range(3)]
+        b = [rng.gauss(0.0, 1.0) for _ in range(3)]
+        hits += welch(a, b).contains_zero()
+    assert 0.93 < hits / trials < 0.985  # Welch is slightly conservative at small n

@@ -1,0 +1,283 @@
+"""t2 export --format ct2: every registered combination exported to CTranslate2 gives t2's
+greedy token ids and log-probabilities; beam search agrees on the 1-best; the CLI translates
+and evaluates with the export; what cannot be exported fails in one line."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_evaluation_helpers import build_tokenizer, toy_pairs, write_run
+
+from t2.cli import main, run_script
+from t2.config import Config, DataConfig, DecodeConfig, ModelConfig
+from t2.data import encode_source
+from t2.decoding.search import search
+from t2.errors import CheckpointError, ConfigError, DataError
+from t2.evaluation.evaluate import pad_batch
+from t2.model.positional import NoPositional
+from t2.model.transformer import Transformer
+from t2.registry import FFN, NORM, POSITIONAL
+from t2.serve.ct2 import EXPORT_META, ExportError, check_exportable, export_run
+
+pytest.importorskip("ctranslate2")
+from t2.serve.ct2_engine import Ct2Engine  # noqa: E402  (after the skip: imports ctranslate2)
+from t2.serve.engine import open_engine  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+GREEDY = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=6, batch_size=16)
+TIES = ("all", "decoder", "none")
+COMBINATIONS = list(
+    itertools.product(POSITIONAL.names(), NORM.names(), FFN.names(), ("post", "pre"))
+)
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+    """A real t2 BPE of ~60 tokens and 12 source sentences of 1 to 9 tokens, as ids."""
+    texts = [t for pair in toy_pairs(300, 3) for t in pair]
+    tokenizer = build_tokenizer(texts, tmp_path_factory.mktemp("tok") / "tok", vocab_size=60)
+    sentences = [s for s, _ in toy_pairs(12, 7)]
+    return tokenizer, sentences
+
+
+def randomise(model: Transformer, seed: int, gain: float = 4.0) -> None:
+    """Every parameter random (biases, norm gains and betas too, so a misplaced one shows);
+    sublayer matrices `gain` times Glorot's scale so that outputs depend on the source."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                tables = ("embed", "output", "positional")
+                scale = 1.0 if any(t in name for t in tables) else gain
+                p.copy_(torch.randn(p.shape, generator=gen) * scale / p.shape[1] ** 0.5)
+            elif name.endswith("weight"):  # norm gains
+                p.copy_(1 + 0.3 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+
+
+def plant_eos(model: Transformer, seed: int, share: float = 0.2) -> None:
+    """Point EOS's output row along the decoder's mean final state, scaled so that EOS is the
+    argmax at about `share` of teacher-forced positions: random models end sentences."""
+    gen = torch.Generator().manual_seed(seed)
+    vocab = model.cfg.vocab_size
+    src = torch.randint(4, vocab, (16, 8), generator=gen)
+    tgt = torch.randint(4, vocab, (16, 12), generator=gen)
+    src[:, -1], tgt[:, 0] = 2, 1
+    states = []
+    hook = model.decoder_norm.register_forward_hook(lambda m, i, o: states.append(o))
+    with torch.no_grad():
+        model(src, tgt)
+        hook.remove()
+        h = states[0].reshape(-1, model.cfg.d_model)
+        weight = (model.output if model.output is not None else model.tgt_embed).weight
+        direction = h.mean(0) / h.mean(0).norm()
+        others = (h @ weight.T).index_fill(1, torch.tensor([2]), -1e9).max(-1).values
+        along = h @ direction
+        needed = torch.where(along > 0, others / along, torch.full_like(along, 1e9))
+        weight[2] = torch.quantile(needed, share) * direction
+
+
+def tiny_model(vocab_size: int, seed: int, **model) -> tuple[Transformer, list[list[int]]]:
+    """The first of four random models whose greedy outputs on the test sources (returned
+    too) are non-degenerate: at least 2 of 12 end by EOS before the length limit, and at
+    least 4 differ."""
+    cfg = ModelConfig(vocab_size=vocab_size, d_model=32, n_heads=4, d_ff=64, n_encoder_layers=2,
+                      n_decoder_layers=2, dropout=0.0, **model)  # fmt: skip
+    limits = [min(len(s) + GREEDY.max_len_b, cfg.max_positions - 1) for s in _SOURCES]
+    for attempt in range(4):
+        net = Transformer(cfg).eval()
+        randomise(net, 1000 * attempt + seed)
+        plant_eos(net, 1000 * attempt + seed)
+        ids = [h[0].tokens for h in search(net, pad_batch(_SOURCES, "cpu"), GREEDY)]
+        ended = sum(len(h) < n for h, n in zip(ids, limits, strict=True))
+        if ended >= 2 and len({tuple(h) for h in ids}) >= 4:
+            return net, ids
+    raise AssertionError(f"no non-degenerate random model for {model}")
+
+
+_SOURCES: list[list[int]] = []  # the sweep's source ids, with or without BOS
+
+
+def export_model(model: Transformer, tokenizer, root: Path, src_bos: bool, quant="float32"):
+    cfg = Config(model=model.cfg, data=DataConfig(src_bos=src_bos))
+    run = write_run(root / "run", model, cfg, tokenizer)
+    return Ct2Engine(export_run(run, root / "ct2", quant))
+
+
+@pytest.mark.parametrize(("positional", "norm", "ffn", "place"), COMBINATIONS)
+def test_every_combination_exports_with_identical_greedy_ids(
+    vocab, tmp_path, positional, norm, ffn, place
+):
+    """Tie options, bias, BOS in the source, norm epsilon, the sinusoid / RoPE base and the
+    learned table's size (3 rows past the longest source, so long outputs stop at the table)
+    vary along the sweep, so each meets every positional scheme; log-probabilities are
+    checked on random targets at every position."""
+    tokenizer, sentences = vocab
+    i = COMBINATIONS.index((positional, norm, ffn, place))
+    src_bos = (i // 2) % 2 == 0
+    _SOURCES[:] = encode_source(tokenizer, sentences, src_bos)
+    short_table = max(13, max(map(len, _SOURCES)) + 3)
+    options = dict(
+        tie_embeddings=TIES[i % 3],
+        bias=i % 2 == 0,
+        norm_eps=(1e-5, 0.1)[i % 4 // 3],
+        rope_base=(1e4, 500.0)[i % 5 // 4],
+        max_positions=short_table if positional == "learned" and i % 2 else 1024,
+    )
+    model, ours = tiny_model(len(tokenizer), i, positional=positional, norm=norm, ffn=ffn,
+                             norm_position=place, **options)  # fmt: skip
+    engine = export_model(model, tokenizer, tmp_path, src_bos)
+    assert [h[0].tokens for h in engine.search(_SOURCES, GREEDY)] == ours
+    gen = torch.Generator().manual_seed(i)
+    targets = torch.randint(3, len(tokenizer), (len(_SOURCES), 9), generator=gen)
+    _same_log_probs(model, engine, targets)
+
+
+def _log_probs(model: Transformer, targets: torch.Tensor) -> torch.Tensor:
+    """t2's teacher-forced log-probabilities of `targets` then EOS, (B, T+1), in float64."""
+    tgt_in = torch.cat([torch.ones(len(targets), 1, dtype=torch.long), targets], 1)
+    gold = torch.cat([targets, torch.full((len(targets), 1), 2)], 1)
+    with torch.no_grad():
+        logp = F.log_softmax(model(pad_batch(_SOURCES, "cpu"), tgt_in).double(), -1)
+    return logp.gather(2, gold[..., None])[..., 0]
+
+
+def _same_log_probs(model: Transformer, engine: Ct2Engine, targets: torch.Tensor) -> None:
+    """CTranslate2's teacher-forced log-probabilities (every position, random targets) are
+    as close to t2's in float64 as t2's own float32 ones: a wrong component is not (GELU's
+    tanh form instead of erf is 30x further, a swapped bias or norm far more)."""
+    tok = engine.tokenizer
+    head = 1 if engine.cfg.data.src_bos else 0
+    source = [tok.convert_ids_to_tokens(s[head:-1]) for s in _SOURCES]
+    scored = engine.translator.score_batch(source, [tok.convert_ids_to_tokens(t) for t in
+                                                    targets.tolist()])  # fmt: skip
+    theirs = torch.tensor([s.log_probs for s in scored], dtype=torch.float64)
+    ours = _log_probs(model, targets)
+    exact = _log_probs(copy.deepcopy(model).double(), targets)
+    assert (theirs - exact).abs().max() <= 4 * (ours - exact).abs().max() + 1e-5
+
+
+@pytest.fixture(scope="module")
+def exported(toy, tmp_path_factory):
+    """The shared toy run (a model trained for seconds) and its float32 export."""
+    run = toy[0]
+    return run, export_run(run, tmp_path_factory.mktemp("export") / "ct2")
+
+
+def test_the_export_folder_holds_what_translation_needs(exported):
+    run, out = exported
+    names = {p.name for p in out.iterdir()}
+    assert {"model.bin", "config.json", "shared_vocabulary.json", "tokenizer.json",
+            EXPORT_META} <= names  # fmt: skip
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temp left
+    meta = json.loads((out / EXPORT_META).read_text())
+    cfg = Config.from_yaml((run / "config.yaml").read_text())
+    assert meta["quantization"] == "float32" and meta["src_bos"] is False
+    assert meta["decode"] == cfg.to_dict()["decode"] and meta["max_positions"] == 1024
+    assert Path(meta["checkpoint"]).name == "step-0000100"
+    ct2_config = json.loads((out / "config.json").read_text())
+    assert ct2_config["decoder_start_token"] == "<s>" and ct2_config["add_source_eos"] is True
+    assert ct2_config["layer_norm_epsilon"] == cfg.model.norm_eps
+
+
+def test_beam_search_agrees_with_t2_on_the_1best(toy, exported):
+    """Measured on 200 sentences of the toy task: greedy ids identical, beam 4 the same 1-best
+    under fairseq's stopping rule (CTranslate2's) and under t2's defaults."""
+    run, out = exported
+    ct2, t2 = open_engine(out, "ct2"), open_engine(run, "t2")
+    sentences = [s for s, _ in toy_pairs(200, 77)]
+    greedy = DecodeConfig(beam_size=1, batch_size=64)
+    ours, theirs = t2.translate_nbest(sentences, greedy), ct2.translate_nbest(sentences, greedy)
+    assert [h[0][0] for h in theirs] == [h[0][0] for h in ours]
+    # scores differ by the mass the model puts on PAD and BOS: CTranslate2 removes them
+    # before normalising, t2 after (label smoothing gives each ~1e-3 per step)
+    assert max(abs(a[0][1] - b[0][1]) for a, b in zip(ours, theirs, strict=True)) < 0.05
+    for norm, stopping in (("length", "first_k"), ("gnmt", "first_k"), ("gnmt", "heuristic")):
+        beam = DecodeConfig(beam_size=4, lenpen=0.6, length_norm=norm, stopping=stopping)
+        a, b = t2.translate(sentences, beam), ct2.translate(sentences, beam)
+        agree = sum(x == y for x, y in zip(a, b, strict=True)) / len(sentences)
+        assert agree >= 0.97, (norm, stopping, agree)
+
+
+def test_translate_and_evaluate_commands_use_the_export(toy, exported, tmp_path, capsys):
+    run, out = exported
+    pairs = toy_pairs(9, 21)
+    pairs.insert(4, ("", ""))  # a blank line stays blank
+    src, ref = tmp_path / "test.de", tmp_path / "test.en"
+    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    ref.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    for engine, checkpoint in (("ct2", out), ("t2", run)):
+        args = ["--checkpoint", str(checkpoint), "--engine", engine, "--device", "cpu",
+                "--beam-size", "1"]  # fmt: skip
+        with pytest.raises(SystemExit) as done:
+            main(["translate", *args, "--input", str(src), "--output", str(tmp_path / engine)])
+        assert done.value.code == 0
+        with pytest.raises(SystemExit) as done:
+            run_script("evaluate", [*args, "--src", str(src), "--ref", str(ref), "--show", "0",
+                                    "--out", str(tmp_path / f"eval-{engine}")])  # fmt: skip
+        assert done.value.code == 0
+    assert (tmp_path / "ct2").read_text() == (tmp_path / "t2").read_text()
+    assert (tmp_path / "ct2").read_text().split("\n")[4] == ""
+    ct2, t2 = (json.loads((tmp_path / f"eval-{e}" / "scores.json").read_text())
+               for e in ("ct2", "t2"))  # fmt: skip
+    assert ct2["engine"] == "ct2" and ct2["checkpoint"] == str(out)
+    for key in ("bleu", "chrf", "bleu_signature", "chrf_signature", "n_sentences"):
+        assert ct2[key] == t2[key], key
+    assert t2["bleu"] > 50  # the toy model translates: equal scores are not two zeros
+
+
+@pytest.mark.parametrize("quant", ["int8", "float16"])
+def test_a_quantized_export_loads_and_translates(toy, exported, tmp_path, quant):
+    run, full = exported
+    out = export_run(run, tmp_path / quant, quant)
+    assert json.loads((out / EXPORT_META).read_text())["quantization"] == quant
+    assert (out / "model.bin").stat().st_size < 0.6 * (full / "model.bin").stat().st_size
+    sentences = [s for s, _ in toy_pairs(100, 5)]
+    greedy = DecodeConfig(beam_size=1)
+    a = open_engine(full, "ct2").translate(sentences, greedy)
+    b = open_engine(out, "ct2").translate(sentences, greedy)
+    assert sum(x == y for x, y in zip(a, b, strict=True)) >= 90  # the toy task, nearly all
+
+
+def test_a_component_ctranslate2_cannot_express_fails_in_one_line(
+    vocab, tmp_path, monkeypatch, capsys
+):
+    tokenizer, _ = vocab
+    monkeypatch.setitem(POSITIONAL._entries, "bag", NoPositional)  # a scheme without a mapping
+    cfg = Config(model=ModelConfig(vocab_size=len(tokenizer), d_model=16, n_heads=2, d_ff=32,
+                                   positional="bag"))  # fmt: skip
+    run = write_run(tmp_path / "run", Transformer(cfg.model), cfg, tokenizer)
+    with pytest.raises(ExportError, match=r"model.positional='bag' has no CTranslate2 equiv"):
+        export_run(run, tmp_path / "out")
+    with pytest.raises(SystemExit) as done:
+        main(["export", str(run), "--format", "ct2", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1 and "model.positional='bag'" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing half-written
+    no_encoder = replace(cfg.model, positional="rope", n_encoder_layers=0)
+    with pytest.raises(ExportError, match="model.n_encoder_layers=0"):
+        check_exportable(no_encoder)
+
+
+def test_engine_and_folder_mismatches_fail_in_one_line(exported):
+    run, out = exported
+    with pytest.raises(CheckpointError, match="is a CTranslate2 export; pass --engine ct2"):
+        open_engine(out, "t2")
+    with pytest.raises(CheckpointError, match="is not a CTranslate2 export"):
+        open_engine(run, "ct2")
+    with pytest.raises(ConfigError, match="average when exporting"):
+        open_engine(out, "ct2", average_last=2)
+    with pytest.raises(ExportError, match="exists and is not a t2 export"):
+        export_run(run, run)
+    engine = open_engine(out, "ct2")
+    with pytest.raises(DataError, match="line 2 has 1[0-9]{3} tokens"):
+        engine.translate(["eins", "zwei " * 1100], DecodeConfig(beam_size=1))
