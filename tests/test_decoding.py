@@ -115,17 +115,19 @@ def test_beam_is_exact_when_wide_enough(norm):
     assert [h.score for h in hyps] == pytest.approx([s for s, _ in ranked], abs=1e-4)
 
 
-def test_score_is_gnmt_normalised_and_lengths_are_bounded():
+@pytest.mark.parametrize("norm", ["length", "gnmt"])
+def test_score_is_length_normalised_and_lengths_are_bounded(norm):
     model, src = random_model(seed=7), random_src(6, 40, seed=8)
     src_len = src.ne(0).sum(1).tolist()
     for alpha in (0.0, 0.6, 1.0):
         for hyps in (
-            greedy_search(model, src, 0.5, 3, alpha),
-            beam_search(model, src, 4, alpha, 0.5, 3),
+            greedy_search(model, src, 0.5, 3, alpha, norm=norm),
+            beam_search(model, src, 4, alpha, 0.5, 3, norm=norm),
         ):
             for n, h in zip(src_len, hyps, strict=True):
                 assert len(h[0].tokens) <= int(0.5 * n + 3)
-                lp = ((5 + len(h[0].tokens) + 1) / 6) ** alpha
+                length = len(h[0].tokens) + 1  # EOS included
+                lp = length**alpha if norm == "length" else ((5 + length) / 6) ** alpha
                 assert h[0].score == pytest.approx(h[0].log_prob / lp, rel=1e-5)
                 assert EOS not in h[0].tokens and 0 not in h[0].tokens and 1 not in h[0].tokens
 
@@ -258,7 +260,7 @@ def test_the_exact_bound_is_the_best_score_a_running_beam_can_reach():
 
 @pytest.mark.parametrize("rule", ["heuristic", "exact", "first_k"])
 def test_at_alpha_0_6_the_objective_itself_prefers_the_shorter_output(rule):
-    """Why beam output is shorter than greedy's on a trained model (README, Results): not a
+    """Why GNMT-normalised beam output is shorter than greedy's (README, Results): not a
     search error. Greedy follows L L L EOS; beam search finds S EOS, whose GNMT score at
     alpha 0.6 is higher, whatever the stopping rule. A larger alpha (1.5) rewards length
     enough for L L L to win, which every rule but first_k finds."""
@@ -275,12 +277,13 @@ def test_at_alpha_0_6_the_objective_itself_prefers_the_shorter_output(rule):
     short_lp = math.log(0.45) + math.log(0.9)
     assert greedy_search(model, src, max_len_b=10)[0][0].tokens == [L, L, L]
     for alpha, want in ((0.6, [S]), (1.5, [L, L, L])):
-        best = beam_search(model, src, 2, alpha, max_len_b=10, stopping=rule)[0][0]
+        best = beam_search(model, src, 2, alpha, max_len_b=10, stopping=rule, norm="gnmt")[0][0]
         if rule == "first_k" and alpha == 1.5:  # it stops once S and L X have ended
             assert best.tokens == [S]
             continue
         assert best.tokens == want
-        scores = {4: long_lp / length_penalty(4, alpha), 2: short_lp / length_penalty(2, alpha)}
+        lp = {n: length_penalty(n, alpha, "gnmt") for n in (2, 4)}
+        scores = {4: long_lp / lp[4], 2: short_lp / lp[2]}
         assert best.score == pytest.approx(max(scores.values()), abs=1e-5)
 
 
@@ -307,9 +310,9 @@ def test_length_norm_at_alpha_0_6_finds_the_longer_output(rule):
 
 
 def test_length_penalty_forms():
-    assert length_penalty(7, 0.6) == pytest.approx((12 / 6) ** 0.6)
-    assert length_penalty(7, 0.6, "length") == pytest.approx(7**0.6)
-    assert length_penalty(7, 0.0, "length") == length_penalty(7, 0.0) == 1.0
-    assert DecodeConfig(length_norm="length").length_norm == "length"
+    assert length_penalty(7, 0.6, "gnmt") == pytest.approx((12 / 6) ** 0.6)
+    assert length_penalty(7, 0.6) == length_penalty(7, 0.6, "length") == pytest.approx(7**0.6)
+    assert length_penalty(7, 0.0, "length") == length_penalty(7, 0.0, "gnmt") == 1.0
+    assert DecodeConfig().length_norm == "length"  # the best at alpha 0.6 (README, Results)
     with pytest.raises(ConfigError, match="gnmt"):
         DecodeConfig(length_norm="fairseq")

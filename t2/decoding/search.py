@@ -40,7 +40,7 @@ class Hypothesis:
     score: float
 
 
-def length_penalty(length: Tensor | float, alpha: float, norm: str = "gnmt") -> Tensor | float:
+def length_penalty(length: Tensor | float, alpha: float, norm: str = "length") -> Tensor | float:
     """The divisor of a hypothesis' summed log-probability at `length` tokens (EOS included):
     "gnmt", ((5 + n) / 6)^alpha (Wu et al. 2016, eq. 14); "length", n^alpha (fairseq's lenpen,
     transformers' length_penalty). Both grow with n for alpha > 0; "length" grows faster, so
@@ -53,7 +53,7 @@ def length_penalty(length: Tensor | float, alpha: float, norm: str = "gnmt") -> 
 Penalty = Callable[[Any], Any]  # length (float or Tensor) -> divisor, alpha and norm bound
 
 
-def penalty(alpha: float, norm: str = "gnmt") -> Penalty:
+def penalty(alpha: float, norm: str = "length") -> Penalty:
     return partial(length_penalty, alpha=alpha, norm=norm)
 
 
@@ -103,7 +103,7 @@ def greedy_search(
     max_len_b: int = 50,
     alpha: float = 0.6,
     lengths: Tensor | None = None,
-    norm: str = "gnmt",
+    norm: str = "length",
 ) -> list[list[Hypothesis]]:
     """The most probable next token at every step; src (B, S) padded ids on the model's device.
     `alpha` and `norm` only scale the reported score; `lengths` (B,) overrides the maximum
@@ -239,7 +239,7 @@ def beam_search(
     nbest: int = 1,
     lengths: Tensor | None = None,
     stopping: str = "heuristic",
-    norm: str = "gnmt",
+    norm: str = "length",
 ) -> list[list[Hypothesis]]:
     """Batched beam search (batch x beam rows in one cache), hypotheses compared by their
     summed log-probability over the length penalty `norm` at `alpha` (length_penalty).
