@@ -2,4 +2,4 @@
 and run(args). Heavy imports happen inside run(), so `t2 --help` stays quick."""
 
 VERBS = ("train", "evaluate", "translate", "robustness", "average", "tokenizer", "figures",
-         "compare", "sweep", "save", "push", "export")  # fmt: skip
+         "compare", "sweep", "save", "push", "export", "sanity")  # fmt: skip

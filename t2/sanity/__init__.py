@@ -1,0 +1,1 @@
+"""The sanity suite (report 002): every component combination learns the toy tasks."""

@@ -1,0 +1,149 @@
+"""What the sanity suite trains: component combinations, tasks and their pass marks.
+
+A combination is one value per axis of the model's component choices (model.positional,
+model.norm, model.ffn, model.norm_position). `--only` names combinations as specs: `base`,
+`v2`, `positional=rope,norm=rmsnorm` (axes not named keep the base combination's value), or
+the values alone, `rope,rmsnorm`, since no value belongs to two axes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+from dataclasses import dataclass
+
+from t2.config import ModelConfig
+from t2.errors import ConfigError
+from t2.recipes import load_raw
+from t2.registry import FFN, NORM, POSITIONAL
+
+AXES = ("positional", "norm", "ffn", "norm_position")  # ModelConfig's names for them
+RECIPE = "sanity"  # the tiny model and training settings: recipes/sanity.yaml
+NAMED_RECIPES = {"base": "base", "v2": "v2_rope_rmsnorm"}  # named combinations
+# report 002: exact match of at least 99% on the toy tasks, 90% on the two sanity checks
+PASS_MARKS = {"copy": 0.99, "reverse": 0.99, "sort": 0.99, "sum": 0.99,
+              "fake_dates": 0.90, "polynomial": 0.90}  # fmt: skip
+TOY_TASKS = ("copy", "reverse", "sort", "sum")
+ALL_TASKS = tuple(PASS_MARKS)
+# the recipe each task trains: the toy tasks recipes/sanity.yaml, the others a wider model
+TASK_RECIPES = {**dict.fromkeys(TOY_TASKS, RECIPE), "fake_dates": "sanity_text",
+                "polynomial": "sanity_text"}  # fmt: skip
+# With no positional information the encoder sees its source as a bag of tokens: two
+# sources that are permutations of one another give the same encoder output as a set, so
+# cross-attention (a weighted sum over it) gives the decoder the same input for both, and a
+# task whose output depends on the source's order cannot be learned (docs/sanity.md).
+ORDER_BLIND = "no positions: the encoder cannot see source order, which this task needs"
+EXPECTED_FAILURES = {
+    ("none", "copy"): ORDER_BLIND,
+    ("none", "reverse"): ORDER_BLIND,
+    ("none", "sum"): ORDER_BLIND,
+    ("none", "polynomial"): ORDER_BLIND,
+    ("none", "fake_dates"): ORDER_BLIND,
+}
+
+
+def choices() -> dict[str, list[str]]:
+    """The registered values of each axis."""
+    position = next(f for f in dataclasses.fields(ModelConfig) if f.name == "norm_position")
+    return {"positional": POSITIONAL.names(), "norm": NORM.names(), "ffn": FFN.names(),
+            "norm_position": sorted(position.metadata["choices"])}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One value per axis; `label` names it in tables, `folder` in the run directory."""
+
+    positional: str
+    norm: str
+    ffn: str
+    norm_position: str
+
+    @classmethod
+    def of_recipe(cls, recipe: str) -> Combination:
+        return _of_recipe(recipe)
+
+    def values(self) -> tuple[str, ...]:
+        return tuple(getattr(self, axis) for axis in AXES)
+
+    def overrides(self) -> list[str]:
+        return [f"model.{axis}={getattr(self, axis)}" for axis in AXES]
+
+    @property
+    def folder(self) -> str:
+        return "-".join(self.values())
+
+    @property
+    def label(self) -> str:
+        """`base`, `v2`, or the values that differ from base: `rope+pre`."""
+        for name, recipe in NAMED_RECIPES.items():
+            if self == Combination.of_recipe(recipe):
+                return name
+        base = Combination.of_recipe(NAMED_RECIPES["base"])
+        return "+".join(v for v, b in zip(self.values(), base.values(), strict=True) if v != b)
+
+
+@functools.cache
+def _of_recipe(recipe: str) -> Combination:
+    model = {**{f.name: f.default for f in dataclasses.fields(ModelConfig)},
+             **(load_raw(recipe).get("model") or {})}  # fmt: skip
+    return Combination(*(model[axis] for axis in AXES))
+
+
+def base() -> Combination:
+    return Combination.of_recipe(NAMED_RECIPES["base"])
+
+
+def default_set() -> list[Combination]:
+    """The base combination, each combination one swap away from it, and v2."""
+    start, out = base(), [base()]
+    for axis, values in choices().items():
+        swaps = [v for v in values if v != getattr(start, axis)]
+        out += [dataclasses.replace(start, **{axis: v}) for v in swaps]
+    v2 = Combination.of_recipe(NAMED_RECIPES["v2"])
+    return out + ([v2] if v2 not in out else [])
+
+
+def cross_product() -> list[Combination]:
+    """Every positional x norm x feed-forward x placement combination."""
+    return [Combination(*values) for values in itertools.product(*choices().values())]
+
+
+def parse_spec(spec: str) -> Combination:
+    """`base`, `v2`, `positional=rope,norm=rmsnorm` or `rope,rmsnorm` (see the module doc)."""
+    spec = spec.strip()
+    if spec in NAMED_RECIPES:
+        return Combination.of_recipe(NAMED_RECIPES[spec])
+    valid = choices()
+    owner = {value: axis for axis, values in valid.items() for value in values}
+    changes: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in spec.replace("+", ",").split(","))):
+        axis, sep, value = part.rpartition("=") if "=" in part else ("", "", part)
+        axis = axis.strip().removeprefix("model.") if sep else owner.get(value, "")
+        if axis not in valid or value not in valid[axis]:
+            listed = "; ".join(f"{a}: {', '.join(v)}" for a, v in valid.items())
+            raise ConfigError(
+                f"unknown combination part {part!r} in --only {spec!r}; valid: "
+                f"{', '.join(NAMED_RECIPES)} or AXIS=VALUE with {listed}"
+            )
+        if axis in changes and changes[axis] != value:
+            raise ConfigError(f"--only {spec!r} sets {axis} twice; give one value per axis")
+        changes[axis] = value
+    if not changes:
+        raise ConfigError(f"--only {spec!r} names no combination; e.g. base, v2, rope,pre")
+    return dataclasses.replace(base(), **changes)
+
+
+def parse_tasks(text: str) -> list[str]:
+    tasks = [t.strip() for t in text.split(",") if t.strip()]
+    for task in tasks:
+        if task not in PASS_MARKS:
+            raise ConfigError(f"unknown sanity task {task!r}; valid tasks: {', '.join(PASS_MARKS)}")
+    if not tasks:
+        raise ConfigError(f"--tasks names no task; valid tasks: {', '.join(PASS_MARKS)}")
+    return tasks
+
+
+def expected_failure(combo: Combination, task: str) -> str:
+    """Why this combination cannot pass this task, or "" when it must."""
+    return EXPECTED_FAILURES.get((combo.positional, task), "")
