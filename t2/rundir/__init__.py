@@ -25,6 +25,7 @@ from t2.rundir.layout import (
     new_meta,
     read_meta,
     resolve,
+    step_of,
     write_json,
 )  # fmt: skip
 from t2.rundir.store import (
@@ -56,6 +57,7 @@ __all__ = [
     "read_meta",
     "resolve",
     "save_checkpoint",
+    "step_of",
     "tokenizer_folder",
     "unique_state",
     "verified",

@@ -87,6 +87,12 @@ class RunDir:
         return found[-n:]
 
 
+def step_of(ckpt: str | Path) -> int | None:
+    """The training step a checkpoint folder was saved at (None for an average or another name)."""
+    name = Path(ckpt).name
+    return int(name[5:]) if name.startswith("step-") and name[5:].isdigit() else None
+
+
 def is_complete(ckpt: Path) -> bool:
     return (ckpt / COMPLETE).is_file() and (ckpt / WEIGHTS).is_file()
 

@@ -21,6 +21,7 @@ from typing import Any
 from t2.config import Config
 from t2.errors import T2Error
 from t2.recipes import load_config
+from t2.rundir import step_of
 from t2.sanity.combos import PASS_MARKS, TASK_RECIPES, Combination, expected_failure
 
 
@@ -94,8 +95,7 @@ def task_config(combo: Combination, task: str, overrides: list[str]) -> Config:
 
 
 def _outcome(combo: Combination, task: str, results: dict[str, Any], read: bool) -> Outcome:
-    checkpoint = Path(results.get("checkpoint", "")).name  # step-0000900
-    scored = int(checkpoint[5:]) if checkpoint.startswith("step-") else None
+    scored = step_of(results["checkpoint"]) if results.get("checkpoint") else None
     return Outcome(combo, task, PASS_MARKS[task], results.get("exact_match"),
                    results.get("steps"), results.get("stopped_by", ""),
                    results.get("elapsed_s"), results.get("n_sentences"), read=read,
