@@ -115,8 +115,10 @@ class ModelConfig(Section):
     norm_eps: float = 1e-5
     max_positions: int = 1024  # learned positions' table size; tables grow for others
     rope_base: float = 10000.0
-    init: str = choice("xavier", "default")  # xavier: the paper's Glorot uniform
-    embedding_init: str = choice("normal", "unit")  # normal: N(0, 1/d_model); unit: N(0, 1)
+    # xavier: the paper's Glorot uniform; small: N(0, 0.02) (Marian, BART, BERT in transformers)
+    init: str = choice("xavier", "default", "small")
+    # normal: N(0, 1/d_model); unit: N(0, 1); small: N(0, 0.02) (transformers' Marian)
+    embedding_init: str = choice("normal", "unit", "small")
     tie_qk_init: bool = False  # W_Q = W_K at initialisation (report 002)
     zero_init_output: bool = False  # zero output projections of attention and FFN (Fixup)
 

@@ -63,8 +63,8 @@ def test_unknown_component_lists_the_registered_ones(field):
     [
         ("model", "norm_position", ["post", "pre"]),
         ("model", "tie_embeddings", ["all", "decoder", "none"]),
-        ("model", "init", ["default", "xavier"]),
-        ("model", "embedding_init", ["normal", "unit"]),
+        ("model", "init", ["default", "small", "xavier"]),
+        ("model", "embedding_init", ["normal", "small", "unit"]),
         ("train", "optimizer", ["adam", "adamw"]),
         ("train", "schedule", ["cosine", "inverse_sqrt"]),
         ("train", "mixed_precision", ["auto", "bf16", "fp16", "no"]),

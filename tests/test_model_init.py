@@ -14,7 +14,9 @@ from t2.model.transformer import Transformer
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-@pytest.mark.parametrize("embedding_init, variance", [("normal", 1 / 64), ("unit", 1.0)])
+@pytest.mark.parametrize(
+    "embedding_init, variance", [("normal", 1 / 64), ("unit", 1.0), ("small", 0.02**2)]
+)
 def test_embedding_and_learned_position_variances(tiny_model_config, embedding_init, variance):
     torch.manual_seed(0)
     cfg = tiny_model_config(
@@ -48,7 +50,20 @@ def test_xavier_bound_per_fused_block(tiny_model_config):
     assert all(block.abs().max() > 0.99 * square for block in qkv.chunk(3))
 
 
-@pytest.mark.parametrize("init", ["xavier", "default"])
+def test_small_init_draws_every_matrix_from_n_0_002(tiny_model_config):
+    """init: small is transformers' N(0, 0.02) for every linear layer, biases at zero."""
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config(d_model=64, n_heads=4, d_ff=256, init="small"))
+    weights = [m.weight.flatten() for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    biases = [
+        m.bias for m in model.modules() if isinstance(m, torch.nn.Linear) and m.bias is not None
+    ]
+    drawn = torch.cat(weights)
+    assert drawn.std().item() == pytest.approx(0.02, rel=0.02) and abs(drawn.mean()) < 1e-3
+    assert all(b.abs().sum() == 0 for b in biases) and biases
+
+
+@pytest.mark.parametrize("init", ["xavier", "default", "small"])
 def test_tie_qk_init_gives_equal_queries_and_keys(tiny_model_config, init):
     torch.manual_seed(0)
     model = Transformer(tiny_model_config(tie_qk_init=True, init=init)).eval()

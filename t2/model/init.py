@@ -1,6 +1,7 @@
 """Initialisations studied in report 002: the paper's Xavier (Glorot & Bengio 2010),
 embeddings N(0, 1/d_model), optional W_Q = W_K and zero-initialised output projections
-(Fixup, Zhang et al. 2019)."""
+(Fixup, Zhang et al. 2019); and transformers' N(0, 0.02) for matrices and embeddings
+(`small`: what MarianMTModel, BART and BERT draw)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,24 @@ def _xavier_blocks(linear: nn.Linear, n_blocks: int) -> None:
         nn.init.xavier_uniform_(block)
 
 
+SMALL_STD = 0.02  # transformers' init_std for Marian, BART and BERT
+
+
+def embedding_std(cfg: ModelConfig) -> float:
+    """The standard deviation embeddings (and an untied output matrix) are drawn with."""
+    return {"normal": 1.0 / math.sqrt(cfg.d_model), "unit": 1.0, "small": SMALL_STD}[
+        cfg.embedding_init
+    ]
+
+
 @torch.no_grad()
 def initialise(model: nn.Module, cfg: ModelConfig) -> None:
+    if cfg.init == "small":
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=SMALL_STD)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
     if cfg.init == "xavier":
         fused = {
             id(getattr(m, name)): n
@@ -37,7 +54,7 @@ def initialise(model: nn.Module, cfg: ModelConfig) -> None:
                 _xavier_blocks(module, fused.get(id(module), 1))
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
-    std = 1.0 / math.sqrt(cfg.d_model) if cfg.embedding_init == "normal" else 1.0
+    std = embedding_std(cfg)
     for module in model.modules():
         if isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, std=std)

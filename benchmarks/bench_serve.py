@@ -1,0 +1,218 @@
+"""Serving speed: beam search over real newstest2013 German by Hugging Face
+`MarianMTModel.generate()`, t2's own search, and t2's CTranslate2 export at float32 and int8,
+for full-size `base` and `v2_rope_rmsnorm` models with random weights.
+
+python benchmarks/bench_serve.py [--recipes base,v2_rope_rmsnorm] [--sentences 100]
+    [--max-len 32] [--beam 4] [--threads 2] [--repeats 5] [--json FILE]
+
+Equal work: every engine emits exactly --max-len tokens for every sentence, then EOS
+(CTranslate2 takes one minimum and maximum decoding length per call, so lengths are fixed for
+all engines rather than each reference's; `bench_decode.py --lengths reference` compares t2
+and HF with per-sentence lengths). The sentences are batched identically for every engine,
+longest first. The engines are timed interleaved (hf, t2, ct2 float32, ct2 int8, hf, ...)
+--repeats times after one warm-up pass each; the table shows the median wall time with the
+fastest and slowest run, target tokens/s at the median, the ratio of medians to HF and the
+peak resident memory above the loaded model. The HF peer is a MarianMTModel of the recipe's
+dimensions (post-norm, sinusoidal, ReLU, tied): Marian has no RoPE, RMSNorm or SwiGLU, so for
+`v2_rope_rmsnorm` it stands for "the same size in transformers".
+
+Speed is not quality: BLEU of int8 against float32 on a trained model comes from
+`t2 export ... --quantization int8` and `evaluate_model.py --engine ct2` (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_decode, beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
+from bench_decode import DATA, PeakMemory, build_tokenizer, run_hf, run_t2  # noqa: E402
+
+from t2.config import Config, ModelConfig  # noqa: E402
+from t2.data import encode_source  # noqa: E402
+from t2.data.tokenizer import EOS, SPECIALS  # noqa: E402
+from t2.evaluation.evaluate import length_batches  # noqa: E402
+from t2.model.transformer import Transformer  # noqa: E402
+from t2.progress import Progress  # noqa: E402
+from t2.recipes import load_config  # noqa: E402
+
+ENGINES = ("hf", "t2", "ct2_float32", "ct2_int8")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--recipes", default="base,v2_rope_rmsnorm", help="architectures to time")
+    p.add_argument("--engines", default=",".join(ENGINES), help=f"subset of {','.join(ENGINES)}")
+    p.add_argument("--sentences", type=int, default=100, help="first N lines of newstest2013.de")
+    p.add_argument("--max-len", type=int, default=32, help="target tokens per sentence")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--vocab", type=int, default=8000, help="BPE trained on mixed/train")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per engine, interleaved")
+    p.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
+                   help="override a model key of every recipe, e.g. model.d_model=64")  # fmt: skip
+    p.add_argument("--json", help="write every figure to this file")
+    args = p.parse_args(argv)
+    args.device, args.bf16 = "cpu", False  # what bench_decode's runners read
+    unknown = set(args.engines.split(",")) - set(ENGINES)
+    if unknown:
+        p.error(f"unknown engine {sorted(unknown)[0]!r}; valid: {', '.join(ENGINES)}")
+    return args
+
+
+@dataclass
+class Runs:
+    """Every timed run of one engine."""
+
+    walls: list[float] = field(default_factory=list)
+    tokens: int = 0
+    peak_mib: float = 0.0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.walls)
+
+
+def marian(mcfg: ModelConfig):
+    """transformers' MarianMTModel of a t2 model config's dimensions (ReLU, post-norm)."""
+    from bench_decode import marian_config
+    from transformers import MarianMTModel
+
+    shape = argparse.Namespace(d_model=mcfg.d_model, layers=mcfg.n_encoder_layers,
+                               n_heads=mcfg.n_heads, d_ff=mcfg.d_ff)  # fmt: skip
+    return MarianMTModel(marian_config(shape, mcfg.vocab_size)).eval()
+
+
+def ct2_translator(model: Transformer, mcfg: ModelConfig, tokenizer, quant: str, threads: int):
+    """Export the model through t2.serve.ct2 (what `t2 export` writes) and load it."""
+    import ctranslate2
+
+    from t2.serve.ct2 import save_spec
+
+    folder = tempfile.mkdtemp(prefix=f"t2-ct2-{quant}-")
+    save_spec(model, Config(model=mcfg), tokenizer, folder, quant)
+    return ctranslate2.Translator(folder, device="cpu", compute_type=quant, intra_threads=threads)
+
+
+def ct2_runner(tokenizer):
+    """A runner like bench_decode's: every sentence gets exactly `length` tokens, then EOS."""
+    specials = [[SPECIALS["pad"]], [SPECIALS["bos"]]]
+
+    def run(translator, src_ids: list[list[int]], lengths: list[int], beam: int, args) -> int:
+        tokens = 0
+        for batch in length_batches([len(r) for r in src_ids], args.batch_size):
+            source = [tokenizer.convert_ids_to_tokens(src_ids[i][:-1]) for i in batch]
+            steps = lengths[batch[0]] + 1  # the tokens, then the step where t2 and HF emit EOS
+            out = translator.translate_batch(
+                source, beam_size=beam, length_penalty=0.6, max_decoding_length=steps,
+                min_decoding_length=steps, max_input_length=0, return_end_token=True,
+                suppress_sequences=specials,
+            )  # fmt: skip
+            tokens += sum(len(r.hypotheses[0]) for r in out)
+        return tokens
+
+    return run
+
+
+def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict]:
+    cfg = load_config(recipe, args.set).model
+    mcfg = replace(cfg, vocab_size=len(tokenizer), dropout=0.0)
+    torch.manual_seed(0)
+    model = Transformer(mcfg).eval()
+    t2_model = copy.deepcopy(model)  # EOS masked until the forced length (bench_decode's rule)
+    original_project, eos = t2_model.project, torch.tensor([EOS])
+    t2_model.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
+    wanted = args.engines.split(",")
+    runner = ct2_runner(tokenizer)
+
+    def ct2(quant: str) -> tuple:
+        return runner, ct2_translator(model, mcfg, tokenizer, quant, args.threads)
+
+    build = {
+        "hf": lambda: (run_hf, marian(mcfg)),
+        "t2": lambda: (run_t2, t2_model),
+        "ct2_float32": lambda: ct2("float32"),
+        "ct2_int8": lambda: ct2("int8"),
+    }
+    return mcfg, {name: build[name]() for name in ENGINES if name in wanted}
+
+
+def time_engines(engines: dict, work: tuple, args) -> dict[str, Runs]:
+    runs = {name: Runs() for name in engines}
+    warm = tuple(w[: args.batch_size] for w in work)
+    for fn, model in engines.values():
+        fn(model, *warm, args.beam, args)
+    with Progress(args.repeats * len(engines), f"beam {args.beam}", "runs") as progress:
+        for _ in range(args.repeats):
+            for name, (fn, model) in engines.items():
+                with PeakMemory("cpu") as peak:
+                    start = time.perf_counter()
+                    runs[name].tokens = fn(model, *work, args.beam, args)
+                    runs[name].walls.append(time.perf_counter() - start)
+                runs[name].peak_mib = max(runs[name].peak_mib, peak.mib)
+                progress.update(1)
+    emitted = {name: r.tokens for name, r in runs.items()}
+    if len(set(emitted.values())) > 1:  # unequal work would make the ratios meaningless
+        sys.exit(f"error: the engines emitted different numbers of tokens: {emitted}")
+    return runs
+
+
+def report(recipe: str, mcfg: ModelConfig, runs: dict[str, Runs]) -> list[dict]:
+    base = runs.get("hf")
+    records = []
+    for name, r in runs.items():
+        tok_s = r.tokens / r.median
+        ratio = base.median / r.median if base else None
+        print(f"{recipe:16} {name:12} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
+              f"{tok_s:9.1f} {'' if ratio is None else f'{ratio:6.2f}x':>7} {r.peak_mib:9.1f}",
+              flush=True)  # fmt: skip
+        records.append({"recipe": recipe, "engine": name, "positional": mcfg.positional,
+                        "norm": mcfg.norm, "ffn": mcfg.ffn, "d_model": mcfg.d_model,
+                        "layers": mcfg.n_encoder_layers, "median_s": r.median, "walls_s": r.walls,
+                        "tokens": r.tokens, "tokens_per_s": tok_s, "ratio_to_hf": ratio,
+                        "peak_mib": r.peak_mib})  # fmt: skip
+    return records
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = parse_args(argv)
+    src_file = DATA / "newstest" / "newstest2013.de"
+    if not src_file.is_file():
+        sys.exit(f"error: {src_file} not found; set T2_SHARED_DATA to the shared data folder")
+    torch.set_num_threads(args.threads)
+    tokenizer = build_tokenizer(args.vocab)
+    lines = src_file.read_text(encoding="utf-8").split("\n")[: args.sentences]
+    src_ids = [r[: 4 * args.max_len] for r in encode_source(tokenizer, lines, False)]
+    lengths = [args.max_len] * len(src_ids)
+    import ctranslate2
+
+    print(f"CPU, {args.threads} threads; ctranslate2 {ctranslate2.__version__}, torch "
+          f"{torch.__version__}; {len(src_ids)} newstest2013 sentences, avg "
+          f"{sum(map(len, src_ids)) / len(src_ids):.1f} source tokens; {args.max_len} target "
+          f"tokens + EOS each; beam {args.beam}, batch {args.batch_size}; {args.repeats} "
+          f"interleaved runs per engine")  # fmt: skip
+    print(f"{'recipe':16} {'engine':12} {'median':>7} {'range s':13} {'tokens/s':>9} "
+          f"{'vs hf':>7} {'peak MiB':>9}")  # fmt: skip
+    records = []
+    for recipe in args.recipes.split(","):
+        mcfg, engines = engines_for(recipe, args, tokenizer)
+        records += report(recipe, mcfg, time_engines(engines, (src_ids, lengths), args))
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return records
+
+
+if __name__ == "__main__":
+    main()

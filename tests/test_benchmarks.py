@@ -1,0 +1,60 @@
+"""Smoke tests: a tiny configuration of each benchmark script runs end to end and prints
+consistent figures (no timing is asserted; benchmarks measure, tests do not)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("T2_SHARED_DATA", ROOT.parent / "shared" / "data"))
+needs_data = pytest.mark.skipif(
+    not (SHARED / "newstest" / "newstest2013.de").is_file()
+    or not (SHARED / "mixed" / "train.de").is_file(),
+    reason=f"shared de-en data not found at {SHARED} (set T2_SHARED_DATA)",
+)
+TINY = ["--set", "model.d_model=32", "--set", "model.n_heads=2", "--set", "model.d_ff=64",
+        "--set", "model.n_encoder_layers=1", "--set", "model.n_decoder_layers=1"]  # fmt: skip
+
+
+def load(name: str):
+    """A benchmark script as a module (benchmarks/ is not a package)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_data
+def test_bench_serve_times_every_engine_on_equal_work(tmp_path, single_thread, capsys):
+    pytest.importorskip("ctranslate2")
+    out = tmp_path / "serve.json"
+    argv = ["--threads", "1", "--sentences", "6", "--repeats", "2", "--vocab", "300",
+            "--max-len", "5", "--batch-size", "3", "--json", str(out), *TINY]  # fmt: skip
+    records = load("bench_serve").main(argv)
+    assert json.loads(out.read_text()) == records
+    engines = {(r["recipe"], r["engine"]) for r in records}
+    assert engines == {(rec, e) for rec in ("base", "v2_rope_rmsnorm")
+                       for e in ("hf", "t2", "ct2_float32", "ct2_int8")}  # fmt: skip
+    assert {r["tokens"] for r in records} == {6 * (5 + 1)}  # every engine: 5 tokens + EOS each
+    for r in records:
+        assert len(r["walls_s"]) == 2 and r["tokens_per_s"] == pytest.approx(
+            r["tokens"] / r["median_s"]
+        )
+        assert r["engine"] != "hf" or r["ratio_to_hf"] == 1.0
+    v2 = next(r for r in records if r["recipe"] == "v2_rope_rmsnorm")
+    assert (v2["positional"], v2["norm"], v2["ffn"]) == ("rope", "rmsnorm", "swiglu")
+    assert "ct2_int8" in capsys.readouterr().out
+
+
+def test_bench_serve_rejects_an_unknown_engine(capsys):
+    with pytest.raises(SystemExit):
+        load("bench_serve").parse_args(["--engines", "t2,onnx"])
+    assert "unknown engine 'onnx'; valid: hf, t2, ct2_float32, ct2_int8" in capsys.readouterr().err
