@@ -1,140 +1,397 @@
-"""Training throughput and peak memory: a t2 training step against the same step on a
-Hugging Face MarianMTModel of the same size (the peer), measured in the same run.
+"""Training speed of the whole loop: t2's training step path against a Hugging Face
+MarianMTModel of the same dimensions in its own usual loop, interleaved, on identical
+token-budget batches of real text (docs/performance.md).
 
-python benchmarks/bench_train.py [--device cuda] [--max-tokens 2048] [--steps 6] [--bf16]
+python benchmarks/bench_train.py [--recipes base,v2_rope_rmsnorm] [--precisions fp32,bf16]
+    [--max-tokens 4096] [--rounds 5] [--steps-per-round 2] [--set model.d_model=256 ...]
+    [--json FILE] [--breakdown]
 
-Both models see identical token-budget batches of real newstest2013 de->en pairs
-(tokenized with a BPE trained on mixed/train), the same label-smoothed loss (0.1) on their
-logits, residual dropout 0.1 and fused Adam. A step is forward, loss, backward and the
-optimizer update. Prints target tokens/s, seconds per step, peak memory and the ratios.
-It is not a timed test.
+t2: what train.py runs between validations: its loader (t2.data.make_loader over a
+BatchSampler), Accelerate (mixed precision as train.mixed_precision), t2.train.train_step
+(micro-batch, label-smoothed loss, backward, clipping, fused Adam, on-device sums, no host
+sync) and the scheduler. The peer: MarianMTModel (post-norm, sinusoidal, ReLU, tied, the
+recipe's sizes) fed by a DataLoader over the same batches, logits into
+F.cross_entropy(label_smoothing=0.1), backward, clip_grad_norm_, torch.optim.Adam and a
+LambdaLR with the same warm-up, bf16 by torch.autocast: the loop of the transformers and
+PyTorch tutorials. Both see the same batches in the same order (German-English pairs of
+../shared/data/mixed/train, a BPE trained on them).
+
+Timing: after --warmup-rounds untimed rounds, --rounds rounds of A then B (each round
+--steps-per-round steps of one engine), so that a change in the machine's load hits both.
+Per engine: the median and range over rounds of source+target tokens/s and s/step, peak
+resident memory above the loaded model (glibc's free memory returned to the system first),
+achieved GFLOP/s from t2.model.flops (the same formula for both: the same matmuls); and the
+ratio of medians, t2 over the peer. Also: a float32 (and bf16) matmul's GFLOP/s measured in
+the same run, the machine's practical peak, and MFU on a GPU of known peak.
+--breakdown adds report 001's table: forward, backward and optimizer time per step of t2.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import json
+import statistics
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F  # noqa: N812
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_decode, beside this file
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from bench_decode import DATA, PeakMemory, build_tokenizer, marian_config, t2_config  # noqa: E402
+from bench_decode import DATA, PeakMemory, build_tokenizer, marian_config  # noqa: E402
 
-from t2.data import BatchSampler, collate, encode_source  # noqa: E402
-from t2.model.loss import smoothed_cross_entropy  # noqa: E402
+from t2.config import Config  # noqa: E402
+from t2.data import BatchSampler, encode_source  # noqa: E402
+from t2.data.batching import Batches, make_loader  # noqa: E402
+from t2.model.flops import training_flops  # noqa: E402
 from t2.model.transformer import Transformer  # noqa: E402
-from t2.progress import track  # noqa: E402
+from t2.progress import Progress  # noqa: E402
+from t2.recipes import load_config  # noqa: E402
+from t2.train.optim import build_optimizer, build_scheduler, lr_multiplier  # noqa: E402
+from t2.train.step import StepStats, train_step  # noqa: E402
+
+PAD = 0
+# dense bf16 tensor-core peaks (FLOP/s) for MFU; fp32 peaks are not used (bf16 is the GPU path)
+GPU_PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--max-tokens", type=int, default=2048, help="token budget per batch")
-    p.add_argument("--steps", type=int, default=6, help="timed steps per engine")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    p.add_argument("--d-model", type=int, default=512)
-    p.add_argument("--n-heads", type=int, default=8)
-    p.add_argument("--d-ff", type=int, default=2048)
-    p.add_argument("--layers", type=int, default=6, help="encoder and decoder layers each")
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--recipes", default="base,v2_rope_rmsnorm", help="architectures (recipes)")
+    p.add_argument("--precisions", default="fp32,bf16", help="fp32 and/or bf16 (autocast)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override a key of every recipe, e.g. model.d_model=256")  # fmt: skip
+    p.add_argument("--max-tokens", type=int, default=4096, help="token budget per batch")
+    p.add_argument("--pairs", type=int, default=20000, help="pairs of mixed/train to batch")
     p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds (A then B each)")
+    p.add_argument("--warmup-rounds", type=int, default=1)
+    p.add_argument("--steps-per-round", type=int, default=2)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for both")
-    return p.parse_args()
+    p.add_argument("--breakdown", action="store_true", help="report 001's per-phase table")
+    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                   help="print torch.profiler's top operators over STEPS steps")  # fmt: skip
+    p.add_argument("--json", help="write every figure to this file")
+    args = p.parse_args(argv)
+    bad = set(args.precisions.split(",")) - {"fp32", "bf16"}
+    if bad:
+        p.error(f"unknown precision {sorted(bad)[0]!r}; valid: fp32, bf16")
+    return args
 
 
-def batches(args: argparse.Namespace, tokenizer) -> list[dict[str, torch.Tensor]]:
-    lines = {
-        lang: (DATA / "newstest" / f"newstest2013.{lang}").read_text("utf-8").splitlines()
-        for lang in ("de", "en")
-    }
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def release_free_memory() -> None:
+    """Give freed heap pages back (glibc), so that resident memory starts near what is live."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: measured from a higher base
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def dataset(args: argparse.Namespace, tokenizer):
+    """Encoded pairs of mixed/train (<= 64 tokens a side) as t2's loader reads them."""
+    import datasets
+
+    lines = {}
+    for lang in ("de", "en"):
+        with open(DATA / "mixed" / f"train.{lang}", encoding="utf-8") as f:
+            lines[lang] = [next(f).rstrip("\n") for _ in range(args.pairs)]
     src = encode_source(tokenizer, lines["de"], False)
     tgt = [[1, *ids, 2] for ids in tokenizer(lines["en"], add_special_tokens=False)["input_ids"]]
-    keep = [i for i in range(len(src)) if len(src[i]) <= 64 and len(tgt[i]) <= 65]
-    examples = [{"src_ids": src[i], "tgt_ids": tgt[i]} for i in keep]
-    src_lens = [len(e["src_ids"]) for e in examples]
-    tgt_lens = [len(e["tgt_ids"]) for e in examples]
-    sampler = BatchSampler(src_lens, tgt_lens, args.max_tokens, 0, 1, True)
-    out = []
-    for indices in sampler:
-        out.append(collate([examples[i] for i in indices], 0))
-        if len(out) == args.warmup + args.steps:
-            break
-    return out
+    keep = [i for i in range(len(src)) if 2 < len(src[i]) <= 64 and 3 < len(tgt[i]) <= 65]
+    return datasets.Dataset.from_dict(
+        {"src_ids": [src[i] for i in keep], "tgt_ids": [tgt[i] for i in keep]}
+    )
 
 
-def t2_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    logits = model(batch["src"], batch["tgt_in"])
-    loss, n = smoothed_cross_entropy(logits, batch["tgt_out"], 0, 0.1)
-    return loss / n
+def loader(ds, args: argparse.Namespace, seed: int = 1):
+    src_lens, tgt_lens = [len(x) for x in ds["src_ids"]], [len(x) for x in ds["tgt_ids"]]
+    sampler = BatchSampler(src_lens, tgt_lens, args.max_tokens, 0, seed, True)
+    return Batches(make_loader(ds, sampler, PAD, 0))
 
 
-def hf_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    logits = model(
-        input_ids=batch["src"], attention_mask=batch["src"].ne(0),
-        decoder_input_ids=batch["tgt_in"],
-    ).logits  # fmt: skip
-    loss, n = smoothed_cross_entropy(logits, batch["tgt_out"], 0, 0.1)
-    return loss / n
+def batch_flops(cfg, batch: dict) -> tuple[int, int]:
+    """(source+target real tokens, training FLOPs) of one batch."""
+    s = batch["src"].ne(PAD).sum(1).tolist()
+    t = batch["tgt_in"].ne(PAD).sum(1).tolist()
+    return sum(s) + sum(t), training_flops(cfg.model, s, t)
 
 
-def measure(model, step, work: list[dict], args) -> tuple[float, float, float]:
-    """(seconds per step, target tokens per second, peak MiB) over the timed steps."""
-    model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
-    autocast = torch.autocast(args.device.split(":")[0], torch.bfloat16) if args.bf16 else None
-    work = [{k: v.to(args.device) for k, v in b.items()} for b in work]
+class T2Engine:
+    """train.py's step path: Accelerate, train_step, the scheduler; no validation."""
 
-    def run(batch: dict) -> None:
-        with autocast or nullcontext():
-            loss = step(model, batch)
+    name = "t2"
+
+    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str) -> None:
+        from accelerate import Accelerator
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(True)  # another precision in the same process
+        self.acc = Accelerator(cpu=not torch.cuda.is_available(),
+                               mixed_precision="bf16" if precision == "bf16" else "no")  # fmt: skip
+        torch.manual_seed(0)
+        model = Transformer(cfg.model, pad_id=PAD)
+        optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
+        self.scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
+        self.model, self.optimizer = self.acc.prepare(model, optimizer)
+        self.cfg, self.batches = cfg, loader(ds, args)
+        self.stats = StepStats.zeros(self.acc.device)
+        self.model.train()
+
+    def step(self) -> dict:
+        batch = next(self.batches)
+        t = self.cfg.train
+        train_step(self.acc, self.model, self.optimizer, [batch], PAD, t.label_smoothing,
+                   t.clip_norm, self.stats)  # fmt: skip
+        self.scheduler.step()
+        return batch
+
+
+class MarianEngine:
+    """MarianMTModel in the usual PyTorch loop."""
+
+    name = "marian"
+
+    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str) -> None:
+        from transformers import MarianMTModel
+
+        m = cfg.model
+        shape = argparse.Namespace(d_model=m.d_model, layers=m.n_encoder_layers,
+                                   n_heads=m.n_heads, d_ff=m.d_ff)  # fmt: skip
+        torch.manual_seed(0)
+        self.model = MarianMTModel(marian_config(shape, m.vocab_size, m.dropout)).to(device())
+        t = cfg.train
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.max_lr or 7e-4,
+                                          betas=tuple(t.betas), eps=t.eps)  # fmt: skip
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_multiplier(t, m.d_model)
+        )
+        kind = device().type
+        self.autocast = torch.autocast(kind, torch.bfloat16) if precision == "bf16" else None
+        self.cfg, self.batches = cfg, loader(ds, args)
+        self.model.train()
+
+    def step(self) -> dict:
+        batch = {k: v.to(device(), non_blocking=True) for k, v in next(self.batches).items()}
+        with self.autocast or nullcontext():
+            logits = self.model(input_ids=batch["src"], attention_mask=batch["src"].ne(PAD),
+                                decoder_input_ids=batch["tgt_in"]).logits  # fmt: skip
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
+                                   ignore_index=PAD,
+                                   label_smoothing=self.cfg.train.label_smoothing)  # fmt: skip
         loss.backward()
+        if self.cfg.train.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return batch
+
+
+@dataclass
+class Rounds:
+    tokens_per_s: list[float] = field(default_factory=list)
+    s_per_step: list[float] = field(default_factory=list)
+    flops_per_s: list[float] = field(default_factory=list)
+    peak_mib: float = 0.0
+
+
+def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: bool) -> None:
+    release_free_memory()
+    with PeakMemory(str(device())) if measure_memory else nullcontext() as peak:
+        sync()
+        start, tokens, flops = time.perf_counter(), 0, 0
+        for _ in range(n):
+            t, f = batch_flops(cfg, engine.step())
+            tokens, flops = tokens + t, flops + f
+        sync()
+        seconds = time.perf_counter() - start
+    if out is not None:
+        out.tokens_per_s.append(tokens / seconds)
+        out.s_per_step.append(seconds / n)
+        out.flops_per_s.append(flops / seconds)
+        if peak is not None:
+            out.peak_mib = max(out.peak_mib, peak.mib)
+
+
+def compare(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[str, Rounds]:
+    engines = [T2Engine(cfg, ds, args, precision), MarianEngine(cfg, ds, args, precision)]
+    rounds = {e.name: Rounds() for e in engines}
+    for _ in range(args.warmup_rounds):
+        for e in engines:
+            run_round(e, args.steps_per_round, cfg, None, False)
+    with Progress(args.rounds * len(engines), f"{precision} rounds", "rounds") as progress:
+        for r in range(args.rounds):
+            for e in engines:  # memory is sampled in the first timed round only
+                run_round(e, args.steps_per_round, cfg, rounds[e.name], r == 0)
+                progress.update(1)
+    return rounds
+
+
+def profile(cfg: Config, ds, args: argparse.Namespace, precision: str) -> None:
+    """Where the time goes: torch.profiler's operators by self time, per engine."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    activities = [ProfilerActivity.CPU] + (
+        [ProfilerActivity.CUDA] if torch.cuda.is_available() else []
+    )
+    for engine in (T2Engine(cfg, ds, args, precision), MarianEngine(cfg, ds, args, precision)):
+        run_round(engine, 1, cfg, None, False)  # warm-up
+        with profiler(activities=activities) as prof:
+            run_round(engine, args.profile, cfg, None, False)
+        sort = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+        print(f"\n{engine.name}, {precision}, {args.profile} steps:")
+        print(prof.key_averages().table(sort_by=sort, row_limit=15, max_name_column_width=40))
+
+
+def matmul_peak(precision: str, n: int = 1024, repeats: int = 10) -> float:
+    """FLOP/s of an n x n matmul on this device in this run (the practical peak)."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = (torch.randn(n, n, device=device(), dtype=dtype) for _ in range(2))
+    a @ b  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        a @ b
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def breakdown(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[str, float]:
+    """Report 001's phases of a t2 step: forward (with the loss), backward, optimizer step;
+    the median over --rounds x --steps-per-round steps, synchronising between phases."""
+    from t2.model.loss import smoothed_cross_entropy
+
+    engine = T2Engine(cfg, ds, args, precision)
+    model, opt, acc = engine.model, engine.optimizer, engine.acc
+    phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "step": []}
+    for i in range(args.warmup_rounds + args.rounds * args.steps_per_round):
+        batch = {k: v.to(acc.device) for k, v in next(engine.batches).items()}
+        sync()
+        t0 = time.perf_counter()
+        with acc.autocast():
+            logits = model(batch["src"], batch["tgt_in"])
+            loss, n = smoothed_cross_entropy(logits, batch["tgt_out"], PAD, 0.1)
+        sync()
+        t1 = time.perf_counter()
+        acc.backward(loss / n)
+        sync()
+        t2 = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
-
-    for batch in work[: args.warmup]:
-        run(batch)
-    timed = work[args.warmup :]
-    tokens = sum(int(b["tgt_out"].ne(0).sum()) for b in timed)
-    with PeakMemory(args.device) as peak:
-        start = time.perf_counter()
-        for batch in track(timed, len(timed), "timed steps", "steps"):
-            run(batch)
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-    return seconds / len(timed), tokens / seconds, peak.mib
+        sync()
+        t3 = time.perf_counter()
+        if i >= args.warmup_rounds:
+            for key, value in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
+                phases[key].append(value)
+    return {k: statistics.median(v) for k, v in phases.items()}
 
 
-def main() -> None:
-    args = parse_args()
+def describe_device(threads: int) -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    import platform
+
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name}, {threads} threads"
+
+
+def gpu_peak() -> float | None:
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    return next((v for k, v in GPU_PEAKS.items() if k in name), None)
+
+
+def spread(values: list[float], fmt: str) -> str:
+    low, mid, high = (format(f(values), fmt) for f in (min, statistics.median, max))
+    return f"{mid} ({low}-{high})"
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = parse_args(argv)
+    if not (DATA / "mixed" / "train.de").is_file():
+        sys.exit(f"error: {DATA / 'mixed'} not found; set T2_SHARED_DATA to the shared data folder")
     torch.set_num_threads(args.threads)
-    from transformers import MarianMTModel
-
     tokenizer = build_tokenizer(args.vocab)
-    vocab = len(tokenizer)
-    work = batches(args, tokenizer)
-    torch.manual_seed(0)
-    engines = {
-        "t2": (Transformer(t2_config(args, vocab, dropout=0.1)).to(args.device), t2_step),
-        "hf": (MarianMTModel(marian_config(args, vocab, dropout=0.1)).to(args.device), hf_step),
-    }
-    precision = "bf16 autocast" if args.bf16 else "fp32"
-    print(f"device {args.device}, {args.threads} threads, {precision}; d_model {args.d_model}, "
-          f"{args.layers}+{args.layers} layers, vocab {vocab}; {args.steps} timed steps of "
-          f"<= {args.max_tokens} tokens")  # fmt: skip
-    results = {}
-    for name, (model, step) in engines.items():
-        n_params = sum(p.numel() for p in model.parameters())
-        results[name] = measure(model, step, work, args)
-        s, tok, mib = results[name]
-        print(f"{name}: {n_params:,} parameters, {s:.3f} s/step, {tok:,.0f} target tokens/s, "
-              f"peak {mib:,.0f} MiB")  # fmt: skip
-    (_, tok1, mib1), (_, tok2, mib2) = results["t2"], results["hf"]
-    print(f"t2 / hf: throughput {tok1 / tok2:.2f}x, peak memory {mib1 / max(mib2, 1e-9):.2f}x")
+    ds = dataset(args, tokenizer)
+    print(f"device: {describe_device(args.threads)}; torch {torch.__version__}; {len(ds)} pairs "
+          f"of mixed/train, <= {args.max_tokens} tokens a batch; {args.rounds} interleaved "
+          f"rounds of {args.steps_per_round} steps after {args.warmup_rounds} warm-up")  # fmt: skip
+    records = []
+    peaks = {p: matmul_peak(p) for p in args.precisions.split(",")}
+    print("matmul 1024^3: " + ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in peaks.items()))
+    print(f"{'recipe':16} {'prec':5} {'engine':7} {'tokens/s (range)':>24} {'s/step':>7} "
+          f"{'GFLOP/s':>8} {'of mm':>6} {'peak MiB':>9}")  # fmt: skip
+    for recipe in args.recipes.split(",") if args.rounds > 0 else []:  # --rounds 0: --profile
+        cfg = load_config(recipe, args.set)
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))
+        for precision in args.precisions.split(","):
+            rounds = compare(cfg, ds, args, precision)
+            for name, r in rounds.items():
+                gflops = statistics.median(r.flops_per_s) / 1e9
+                print(f"{recipe:16} {precision:5} {name:7} {spread(r.tokens_per_s, '.0f'):>24} "
+                      f"{statistics.median(r.s_per_step):7.3f} {gflops:8.1f} "
+                      f"{gflops * 1e9 / peaks[precision]:6.1%} {r.peak_mib:9.0f}")  # fmt: skip
+            t2, peer = rounds["t2"], rounds["marian"]
+            ratio = statistics.median(t2.tokens_per_s) / statistics.median(peer.tokens_per_s)
+            memory = t2.peak_mib / peer.peak_mib if peer.peak_mib > 0 else None
+            print(f"{'':16} {precision:5} t2/marian: {ratio:.2f}x tokens/s, peak memory "
+                  f"{'n/a' if memory is None else f'{memory:.2f}x'}", flush=True)  # fmt: skip
+            peak = gpu_peak()
+            records.append({
+                "recipe": recipe, "precision": precision, "device": describe_device(args.threads),
+                "d_model": cfg.model.d_model, "layers": cfg.model.n_encoder_layers,
+                "max_tokens": args.max_tokens, "ratio": ratio, "peak_memory_ratio": memory,
+                "matmul_flops_per_s": peaks[precision],
+                **{f"{name}_{key}": value for name, r in rounds.items()
+                   for key, value in vars(r).items()},
+                "mfu": None if peak is None else statistics.median(t2.flops_per_s) / peak,
+            })  # fmt: skip
+    if args.profile:
+        cfg = load_config(args.recipes.split(",")[0], args.set)
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))
+        for precision in args.precisions.split(","):
+            profile(cfg, ds, args, precision)
+    if args.breakdown:
+        print("\nreport 001's table (t2, median seconds per step):")
+        print(f"{'recipe':16} {'prec':5} {'forward':>8} {'backward':>9} {'optimizer':>10} "
+              f"{'step':>7}   GPU")  # fmt: skip
+        for recipe in args.recipes.split(","):
+            cfg = load_config(recipe, args.set)
+            cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))
+            for precision in args.precisions.split(","):
+                b = breakdown(cfg, ds, args, precision)
+                gpu = "" if torch.cuda.is_available() else "not measured (no GPU in this run)"
+                print(f"{recipe:16} {precision:5} {b['forward']:8.3f} {b['backward']:9.3f} "
+                      f"{b['optimizer']:10.3f} {b['step']:7.3f}   {gpu}")  # fmt: skip
+                records.append({"recipe": recipe, "precision": precision, "breakdown": b})
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return records
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -58,3 +59,28 @@ def test_bench_serve_rejects_an_unknown_engine(capsys):
     with pytest.raises(SystemExit):
         load("bench_serve").parse_args(["--engines", "t2,onnx"])
     assert "unknown engine 'onnx'; valid: hf, t2, ct2_float32, ct2_int8" in capsys.readouterr().err
+
+
+@needs_data
+def test_bench_train_interleaves_both_loops_and_writes_ratios(tmp_path, single_thread):
+    out = tmp_path / "train.json"
+    argv = ["--threads", "1", "--pairs", "600", "--vocab", "300", "--max-tokens", "200",
+            "--rounds", "2", "--steps-per-round", "1", "--precisions", "fp32,bf16",
+            "--breakdown", "--json", str(out), *TINY]  # fmt: skip
+    records = load("bench_train").main(argv)
+    assert json.loads(out.read_text()) == records
+    compared = [r for r in records if "ratio" in r]
+    assert {(r["recipe"], r["precision"]) for r in compared} == {
+        (rec, p) for rec in ("base", "v2_rope_rmsnorm") for p in ("fp32", "bf16")
+    }
+    for r in compared:
+        t2, peer = r["t2_tokens_per_s"], r["marian_tokens_per_s"]
+        assert len(t2) == len(peer) == 2  # one figure per timed round
+        assert r["ratio"] == pytest.approx(statistics.median(t2) / statistics.median(peer))
+        assert r["t2_peak_mib"] >= 0 and r["matmul_flops_per_s"] > 0
+        assert r["mfu"] is None  # no GPU of known peak here
+        assert all(f > 0 for f in r["t2_flops_per_s"])
+    phases = [r["breakdown"] for r in records if "breakdown" in r]
+    assert len(phases) == 4
+    for b in phases:
+        assert b["step"] >= max(b["forward"], b["backward"], b["optimizer"])

@@ -1,0 +1,58 @@
+"""Matrix-multiplication FLOPs of an encoder-decoder (docs/performance.md, "FLOPs").
+
+A multiply-add is 2 FLOPs; a matmul of (m x k) by (k x n) costs 2mkn. For one sentence pair
+with s source and t target tokens, width d, feed-forward size f (a gated one: three matrices
+of hidden size h = gated_hidden_size(f) instead of two of f) and vocabulary V:
+
+  encoder layer   self q, k, v, out        8 s d^2
+                  scores QK^T and A V      4 s^2 d
+                  feed-forward             4 s d f   (gated: 6 s d h)
+  decoder layer   self q, k, v, out        8 t d^2
+                  self scores and A V      4 t^2 d
+                  cross q and out          4 t d^2
+                  cross k and v            4 s d^2   (the source's memory, once per layer)
+                  cross scores and A V     4 t s d
+                  feed-forward             4 t d f   (gated: 6 t d h)
+  output projection                        2 t d V
+
+Training costs 3x the forward pass: the backward of each matmul is two matmuls of the same
+size (the gradients of both operands). Embedding lookups, norms, softmax, activations, RoPE
+and the loss are elementwise or gathers and not counted (under 1% at these sizes), as in
+Kaplan et al. 2020 and PaLM's MFU. Attention is counted over the whole square (a causal
+decoder computes it whole with SDPA's mask), over the real tokens of each sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from t2.config import ModelConfig
+from t2.model.ffn import gated_hidden_size
+from t2.registry import FFN
+
+
+def _ffn_flops(cfg: ModelConfig, n: int) -> int:
+    if FFN.get(cfg.ffn).gated:
+        return 6 * n * cfg.d_model * gated_hidden_size(cfg.d_ff)
+    return 4 * n * cfg.d_model * cfg.d_ff
+
+
+def forward_flops(cfg: ModelConfig, s: int, t: int) -> int:
+    """Forward matmul FLOPs of one pair with s source and t target tokens (t2's shapes:
+    the target counts BOS + tokens, the decoder input)."""
+    d, V = cfg.d_model, cfg.vocab_size  # noqa: N806
+    encoder = 8 * s * d * d + 4 * s * s * d + _ffn_flops(cfg, s)
+    decoder = (8 * t * d * d + 4 * t * t * d + 4 * t * d * d + 4 * s * d * d + 4 * t * s * d
+               + _ffn_flops(cfg, t))  # fmt: skip
+    return cfg.n_encoder_layers * encoder + cfg.n_decoder_layers * decoder + 2 * t * d * V
+
+
+def training_flops(cfg: ModelConfig, src_lengths: Sequence[int], tgt_lengths: Sequence[int]) -> int:
+    """FLOPs of one training step (forward and backward) over a batch of pairs."""
+    pairs = zip(src_lengths, tgt_lengths, strict=True)
+    return 3 * sum(forward_flops(cfg, s, t) for s, t in pairs)
+
+
+def flops_per_token(cfg: ModelConfig, s: int, t: int) -> float:
+    """Training FLOPs per source+target token for pairs of s and t tokens."""
+    return 3 * forward_flops(cfg, s, t) / (s + t)

@@ -1,0 +1,59 @@
+"""The documented FLOP formula (t2/model/flops.py) against torch's count of the matmuls the
+model really runs, at a tiny size, for every feed-forward and positional scheme. The
+attention kernel is "math" (explicit matmuls): torch's counter does not see inside the CPU
+SDPA kernel, which computes the same products."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from t2.model.flops import flops_per_token, forward_flops, training_flops
+from t2.model.transformer import Transformer
+from t2.registry import FFN, POSITIONAL
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def counted(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, backward: bool) -> int:
+    with FlopCounterMode(display=False) as counter:
+        logits = model(src, tgt)
+        if backward:
+            logits.float().square().mean().backward()
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("ffn", FFN.names())
+@pytest.mark.parametrize("positional", POSITIONAL.names())
+def test_forward_flops_equal_the_counted_matmuls(tiny_model_config, ffn, positional):
+    torch.manual_seed(0)
+    cfg = tiny_model_config(d_model=32, n_heads=4, d_ff=96, ffn=ffn, positional=positional,
+                            n_encoder_layers=2, n_decoder_layers=3, vocab_size=50,
+                            attention="math")  # fmt: skip
+    model = Transformer(cfg).eval()
+    s, t, batch = 7, 5, 3
+    src, tgt = torch.randint(3, 50, (batch, s)), torch.randint(3, 50, (batch, t))
+    assert counted(model, src, tgt, backward=False) == batch * forward_flops(cfg, s, t)
+
+
+def test_training_flops_are_three_forward_passes(tiny_model_config):
+    torch.manual_seed(0)
+    cfg = tiny_model_config(
+        d_model=32, n_heads=4, d_ff=64, vocab_size=40, dropout=0.0, attention="math"
+    )
+    model = Transformer(cfg).train()
+    src, tgt = torch.randint(3, 40, (2, 6)), torch.randint(3, 40, (2, 4))
+    total = counted(model, src, tgt, backward=True)
+    assert total == training_flops(cfg, [6, 6], [4, 4]) == 3 * 2 * forward_flops(cfg, 6, 4)
+
+
+def test_flops_per_token_of_the_base_model_by_hand():
+    """base: d 512, f 2048, 6+6 layers, V 37000; at s = t = 32 (hand arithmetic below)."""
+    from t2.recipes import load_config
+
+    cfg = load_config("base").model
+    d, f, V, n = 512, 2048, cfg.vocab_size, 32  # noqa: N806
+    encoder = 6 * (8 * n * d * d + 4 * n * n * d + 4 * n * d * f)
+    decoder = 6 * (12 * n * d * d + 4 * n * n * d + 4 * n * d * d + 4 * n * n * d + 4 * n * d * f)
+    assert flops_per_token(cfg, n, n) == 3 * (encoder + decoder + 2 * n * d * V) / (2 * n)
