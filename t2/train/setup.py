@@ -27,8 +27,10 @@ from t2.train.optim import build_optimizer, build_scheduler
 
 
 def mixed_precision(choice: str, cuda: bool | None = None) -> str:
-    """`auto` is bf16 on a GPU that supports it and fp32 on the CPU, where bf16 autocast
-    measured ~1.5x slower per training step on a 2-core AVX512-bf16 EPYC (README). fp16
+    """`auto` is bf16 on a GPU that supports it and fp32 on the CPU: bf16's speed there
+    depends on the CPU (1.8x fp32 at base size on an AVX-512-bf16 EPYC with torch 2.13,
+    docs/performance.md; slower where bf16 is emulated), and a default whose numerics
+    change from machine to machine would make one recipe's runs differ. fp16
     needs a loss scaler, which exists on CUDA only: elsewhere it falls back to bf16, said
     once, instead of running unscaled (Accelerate would accept it and skip nothing)."""
     cuda = torch.cuda.is_available() if cuda is None else cuda
