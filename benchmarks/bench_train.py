@@ -4,7 +4,7 @@ token-budget batches of real text (docs/performance.md).
 
 python benchmarks/bench_train.py [--recipes base,v2_rope_rmsnorm] [--precisions fp32,bf16]
     [--max-tokens 4096] [--rounds 5] [--steps-per-round 2] [--set model.d_model=256 ...]
-    [--json FILE] [--breakdown]
+    [--json FILE] [--breakdown] [--scaling] [--profile STEPS]
 
 t2: what train.py runs between validations: its loader (t2.data.make_loader over a
 BatchSampler), Accelerate (mixed precision as train.mixed_precision), t2.train.train_step
@@ -24,6 +24,9 @@ achieved GFLOP/s from t2.model.flops (the same formula for both: the same matmul
 ratio of medians, t2 over the peer. Also: a float32 (and bf16) matmul's GFLOP/s measured in
 the same run, the machine's practical peak, and MFU on a GPU of known peak.
 --breakdown adds report 001's table: forward, backward and optimizer time per step of t2.
+--scaling prints, instead of the comparison, how t2's tokens/s and peak memory grow with the
+batch's token budget (1k-8k), the sentence length at a fixed budget (16-128) and the model
+(quickstart, multi30k, base, big), on random ids without padding.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps-per-round", type=int, default=2)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--breakdown", action="store_true", help="report 001's per-phase table")
+    p.add_argument("--scaling", action="store_true",
+                   help="instead: t2's tokens/s, memory as batch, length, model grow")  # fmt: skip
     p.add_argument("--profile", type=int, default=0, metavar="STEPS",
                    help="print torch.profiler's top operators over STEPS steps")  # fmt: skip
     p.add_argument("--json", help="write every figure to this file")
@@ -135,7 +140,8 @@ class T2Engine:
 
     name = "t2"
 
-    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str) -> None:
+    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str,
+                 batches=None) -> None:  # fmt: skip
         from accelerate import Accelerator
         from accelerate.state import AcceleratorState
 
@@ -147,7 +153,7 @@ class T2Engine:
         optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
         self.scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
         self.model, self.optimizer = self.acc.prepare(model, optimizer)
-        self.cfg, self.batches = cfg, loader(ds, args)
+        self.cfg, self.batches = cfg, batches if batches is not None else loader(ds, args)
         self.stats = StepStats.zeros(self.acc.device)
         self.model.train()
 
@@ -258,6 +264,52 @@ def profile(cfg: Config, ds, args: argparse.Namespace, precision: str) -> None:
         print(prof.key_averages().table(sort_by=sort, row_limit=15, max_name_column_width=40))
 
 
+SCALING = (  # (what grows, recipe, data.max_tokens (tokens a side), sentence length)
+    *(("batch tokens", "multi30k", n, 32) for n in (1024, 2048, 4096, 8192)),
+    *(("sentence length", "multi30k", 4096, n) for n in (16, 32, 64, 128)),
+    *(("model", r, 4096, 32) for r in ("quickstart", "multi30k", "base", "big")),
+)
+
+
+def synthetic(tokens: int, length: int, vocab: int):
+    """Endless batches of tokens // length pairs, source and target `length` tokens each
+    (random ids: speed does not depend on the text; no padding)."""
+    g = torch.Generator().manual_seed(0)
+    rows = max(tokens // length, 1)
+    while True:
+        src = torch.randint(3, vocab, (rows, length), generator=g)
+        tgt = torch.randint(3, vocab, (rows, length + 1), generator=g)
+        yield {"src": src, "tgt_in": tgt[:, :-1], "tgt_out": tgt[:, 1:]}
+
+
+def scaling(args: argparse.Namespace, vocab: int, precision: str) -> list[dict]:
+    """How t2's cost grows: one configuration at a time, 1 warm-up and --rounds steps."""
+    print(f"\nhow cost grows (t2, {precision}; random ids, no padding; median of "
+          f"{args.rounds} steps):")  # fmt: skip
+    print(f"{'grows':16} {'recipe':11} {'budget':>6} {'length':>6} {'params':>7} "
+          f"{'tokens/s':>9} {'s/step':>7} {'GFLOP/s':>8} {'peak MiB':>9}")  # fmt: skip
+    rows = []
+    for what, recipe, tokens, length in SCALING:
+        cfg = load_config(recipe, args.set)
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=vocab))
+        engine = T2Engine(cfg, None, args, precision, synthetic(tokens, length, vocab))
+        n_params = sum(p.numel() for p in engine.model.parameters())
+        run_round(engine, 1, cfg, None, False)
+        r = Rounds()
+        for i in range(args.rounds):
+            run_round(engine, 1, cfg, r, i == 0)
+        tok_s, gflops = statistics.median(r.tokens_per_s), statistics.median(r.flops_per_s) / 1e9
+        print(f"{what:16} {recipe:11} {tokens:6} {length:6} {n_params / 1e6:6.1f}M "
+              f"{tok_s:9.0f} {statistics.median(r.s_per_step):7.3f} {gflops:8.1f} "
+              f"{r.peak_mib:9.0f}", flush=True)  # fmt: skip
+        rows.append({"scaling": what, "recipe": recipe, "precision": precision,
+                     "max_tokens": tokens, "length": length, "parameters": n_params,
+                     "tokens_per_s": tok_s, "flops_per_s": gflops * 1e9,
+                     "peak_mib": r.peak_mib})  # fmt: skip
+        del engine
+    return rows
+
+
 def matmul_peak(precision: str, n: int = 1024, repeats: int = 10) -> float:
     """FLOP/s of an n x n matmul on this device in this run (the practical peak)."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -346,7 +398,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print("matmul 1024^3: " + ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in peaks.items()))
     print(f"{'recipe':16} {'prec':5} {'engine':7} {'tokens/s (range)':>24} {'s/step':>7} "
           f"{'GFLOP/s':>8} {'of mm':>6} {'peak MiB':>9}")  # fmt: skip
-    for recipe in args.recipes.split(",") if args.rounds > 0 else []:  # --rounds 0: --profile
+    compared = args.recipes.split(",") if args.rounds > 0 and not args.scaling else []
+    for recipe in compared:  # --scaling: that table instead; --rounds 0: --profile alone
         cfg = load_config(recipe, args.set)
         cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))
         for precision in args.precisions.split(","):
@@ -371,6 +424,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                    for key, value in vars(r).items()},
                 "mfu": None if peak is None else statistics.median(t2.flops_per_s) / peak,
             })  # fmt: skip
+    if args.scaling:
+        for precision in args.precisions.split(","):
+            records += scaling(args, len(tokenizer), precision)
     if args.profile:
         cfg = load_config(args.recipes.split(",")[0], args.set)
         cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))

@@ -84,3 +84,16 @@ def test_bench_train_interleaves_both_loops_and_writes_ratios(tmp_path, single_t
     assert len(phases) == 4
     for b in phases:
         assert b["step"] >= max(b["forward"], b["backward"], b["optimizer"])
+
+
+@needs_data
+def test_bench_train_scaling_rows_grow_as_configured(tmp_path, single_thread, monkeypatch):
+    bench = load("bench_train")
+    monkeypatch.setattr(bench, "SCALING", (("batch tokens", "base", 64, 8),
+                                           ("sentence length", "base", 64, 16)))  # fmt: skip
+    argv = ["--threads", "1", "--pairs", "300", "--vocab", "300", "--rounds", "2",
+            "--precisions", "fp32", "--recipes", "base", "--scaling", *TINY]  # fmt: skip
+    rows = [r for r in bench.main(argv) if "scaling" in r]
+    assert [(r["max_tokens"], r["length"]) for r in rows] == [(64, 8), (64, 16)]
+    for r in rows:  # no padding: 64 // length pairs of length tokens a side
+        assert r["tokens_per_s"] > 0 and r["flops_per_s"] > 0 and r["parameters"] > 0
