@@ -82,6 +82,17 @@ def build_tokenizer(vocab: int):
     return train_tokenizer(lines, vocab, 2, False, folder)
 
 
+def newstest_sources(args: argparse.Namespace):
+    """(tokenizer, lines, source ids) of the first --sentences lines of newstest2013.de, with
+    a BPE of --vocab trained on mixed/train; exits in one line if the shared data is absent."""
+    src_file = DATA / "newstest" / "newstest2013.de"
+    if not src_file.is_file():
+        sys.exit(f"error: {src_file} not found; set T2_SHARED_DATA to the shared data folder")
+    tokenizer = build_tokenizer(args.vocab)
+    lines = src_file.read_text(encoding="utf-8").split("\n")[: args.sentences]
+    return tokenizer, lines, encode_source(tokenizer, lines, False)
+
+
 def marian_config(args: argparse.Namespace, vocab: int, dropout: float = 0.0):
     """The Hugging Face peer: a MarianMTModel config with t2's dimensions, ReLU, sinusoidal
     positions, embeddings scaled by sqrt(d_model) and all three matrices tied."""
@@ -317,13 +328,8 @@ def main() -> None:
     if args.checkpoint:
         torch.set_num_threads(args.threads)
         return stopping_rules(args)
-    src_file = DATA / "newstest" / "newstest2013.de"
-    if not src_file.is_file():
-        sys.exit(f"error: {src_file} not found; set T2_SHARED_DATA to the shared data folder")
     torch.set_num_threads(args.threads)
-    tokenizer = build_tokenizer(args.vocab)
-    lines = src_file.read_text(encoding="utf-8").split("\n")[: args.sentences]
-    src_ids = encode_source(tokenizer, lines, False)
+    tokenizer, lines, src_ids = newstest_sources(args)
     lengths = target_lengths(args, tokenizer, src_ids)
     t2_model, hf_model = build_models(args, len(tokenizer))
     cuda = args.device.startswith("cuda")

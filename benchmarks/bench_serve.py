@@ -37,10 +37,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_decode, beside this file
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from bench_decode import DATA, PeakMemory, build_tokenizer, run_hf, run_t2  # noqa: E402
+from bench_decode import PeakMemory, newstest_sources, run_hf, run_t2  # noqa: E402
 
 from t2.config import Config, ModelConfig  # noqa: E402
-from t2.data import encode_source  # noqa: E402
 from t2.data.tokenizer import EOS, SPECIALS  # noqa: E402
 from t2.evaluation.evaluate import length_batches  # noqa: E402
 from t2.model.transformer import Transformer  # noqa: E402
@@ -188,13 +187,8 @@ def report(recipe: str, mcfg: ModelConfig, runs: dict[str, Runs]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
-    src_file = DATA / "newstest" / "newstest2013.de"
-    if not src_file.is_file():
-        sys.exit(f"error: {src_file} not found; set T2_SHARED_DATA to the shared data folder")
     torch.set_num_threads(args.threads)
-    tokenizer = build_tokenizer(args.vocab)
-    lines = src_file.read_text(encoding="utf-8").split("\n")[: args.sentences]
-    src_ids = [r[: 4 * args.max_len] for r in encode_source(tokenizer, lines, False)]
+    tokenizer, _, src_ids = newstest_sources(args)
     lengths = [args.max_len] * len(src_ids)
     import ctranslate2
 

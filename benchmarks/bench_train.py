@@ -32,35 +32,34 @@ batch's token budget (1k-8k), the sentence length at a fixed budget (16-128) and
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
 import json
 import statistics
 import sys
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_decode, beside this file
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from bench_decode import DATA, PeakMemory, build_tokenizer, marian_config  # noqa: E402
+from bench_decode import DATA, build_tokenizer  # noqa: E402
+from train_loops import (  # noqa: E402
+    PAD,
+    MarianEngine,
+    Rounds,
+    T2Engine,
+    dataset,
+    device,
+    run_round,
+    sync,
+)
 
 from t2.config import Config  # noqa: E402
-from t2.data import BatchSampler, encode_source  # noqa: E402
-from t2.data.batching import Batches, make_loader  # noqa: E402
-from t2.model.flops import training_flops  # noqa: E402
-from t2.model.transformer import Transformer  # noqa: E402
 from t2.progress import Progress  # noqa: E402
 from t2.recipes import load_config  # noqa: E402
-from t2.train.optim import build_optimizer, build_scheduler, lr_multiplier  # noqa: E402
-from t2.train.step import StepStats, train_step  # noqa: E402
 
-PAD = 0
 # dense bf16 tensor-core peaks (FLOP/s) for MFU; fp32 peaks are not used (bf16 is the GPU path)
 GPU_PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
 
@@ -89,148 +88,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bad:
         p.error(f"unknown precision {sorted(bad)[0]!r}; valid: fp32, bf16")
     return args
-
-
-def device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def release_free_memory() -> None:
-    """Give freed heap pages back (glibc), so that resident memory starts near what is live."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: measured from a higher base
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def dataset(args: argparse.Namespace, tokenizer):
-    """Encoded pairs of mixed/train (<= 64 tokens a side) as t2's loader reads them."""
-    import datasets
-
-    lines = {}
-    for lang in ("de", "en"):
-        with open(DATA / "mixed" / f"train.{lang}", encoding="utf-8") as f:
-            lines[lang] = [next(f).rstrip("\n") for _ in range(args.pairs)]
-    src = encode_source(tokenizer, lines["de"], False)
-    tgt = [[1, *ids, 2] for ids in tokenizer(lines["en"], add_special_tokens=False)["input_ids"]]
-    keep = [i for i in range(len(src)) if 2 < len(src[i]) <= 64 and 3 < len(tgt[i]) <= 65]
-    return datasets.Dataset.from_dict(
-        {"src_ids": [src[i] for i in keep], "tgt_ids": [tgt[i] for i in keep]}
-    )
-
-
-def loader(ds, args: argparse.Namespace, seed: int = 1):
-    src_lens, tgt_lens = [len(x) for x in ds["src_ids"]], [len(x) for x in ds["tgt_ids"]]
-    sampler = BatchSampler(src_lens, tgt_lens, args.max_tokens, 0, seed, True)
-    return Batches(make_loader(ds, sampler, PAD, 0))
-
-
-def batch_flops(cfg, batch: dict) -> tuple[int, int]:
-    """(source+target real tokens, training FLOPs) of one batch."""
-    s = batch["src"].ne(PAD).sum(1).tolist()
-    t = batch["tgt_in"].ne(PAD).sum(1).tolist()
-    return sum(s) + sum(t), training_flops(cfg.model, s, t)
-
-
-class T2Engine:
-    """train.py's step path: Accelerate, train_step, the scheduler; no validation."""
-
-    name = "t2"
-
-    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str,
-                 batches=None) -> None:  # fmt: skip
-        from accelerate import Accelerator
-        from accelerate.state import AcceleratorState
-
-        AcceleratorState._reset_state(True)  # another precision in the same process
-        self.acc = Accelerator(cpu=not torch.cuda.is_available(),
-                               mixed_precision="bf16" if precision == "bf16" else "no")  # fmt: skip
-        torch.manual_seed(0)
-        model = Transformer(cfg.model, pad_id=PAD)
-        optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
-        self.scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
-        self.model, self.optimizer = self.acc.prepare(model, optimizer)
-        self.cfg, self.batches = cfg, batches if batches is not None else loader(ds, args)
-        self.stats = StepStats.zeros(self.acc.device)
-        self.model.train()
-
-    def step(self) -> dict:
-        batch = next(self.batches)
-        t = self.cfg.train
-        train_step(self.acc, self.model, self.optimizer, [batch], PAD, t.label_smoothing,
-                   t.clip_norm, self.stats)  # fmt: skip
-        self.scheduler.step()
-        return batch
-
-
-class MarianEngine:
-    """MarianMTModel in the usual PyTorch loop."""
-
-    name = "marian"
-
-    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str) -> None:
-        from transformers import MarianMTModel
-
-        m = cfg.model
-        shape = argparse.Namespace(d_model=m.d_model, layers=m.n_encoder_layers,
-                                   n_heads=m.n_heads, d_ff=m.d_ff)  # fmt: skip
-        torch.manual_seed(0)
-        self.model = MarianMTModel(marian_config(shape, m.vocab_size, m.dropout)).to(device())
-        t = cfg.train
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.max_lr or 7e-4,
-                                          betas=tuple(t.betas), eps=t.eps)  # fmt: skip
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_multiplier(t, m.d_model)
-        )
-        kind = device().type
-        self.autocast = torch.autocast(kind, torch.bfloat16) if precision == "bf16" else None
-        self.cfg, self.batches = cfg, loader(ds, args)
-        self.model.train()
-
-    def step(self) -> dict:
-        batch = {k: v.to(device(), non_blocking=True) for k, v in next(self.batches).items()}
-        with self.autocast or nullcontext():
-            logits = self.model(input_ids=batch["src"], attention_mask=batch["src"].ne(PAD),
-                                decoder_input_ids=batch["tgt_in"]).logits  # fmt: skip
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
-                                   ignore_index=PAD,
-                                   label_smoothing=self.cfg.train.label_smoothing)  # fmt: skip
-        loss.backward()
-        if self.cfg.train.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return batch
-
-
-@dataclass
-class Rounds:
-    tokens_per_s: list[float] = field(default_factory=list)
-    s_per_step: list[float] = field(default_factory=list)
-    flops_per_s: list[float] = field(default_factory=list)
-    peak_mib: float = 0.0
-
-
-def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: bool) -> None:
-    release_free_memory()
-    with PeakMemory(str(device())) if measure_memory else nullcontext() as peak:
-        sync()
-        start, tokens, flops = time.perf_counter(), 0, 0
-        for _ in range(n):
-            t, f = batch_flops(cfg, engine.step())
-            tokens, flops = tokens + t, flops + f
-        sync()
-        seconds = time.perf_counter() - start
-    if out is not None:
-        out.tokens_per_s.append(tokens / seconds)
-        out.s_per_step.append(seconds / n)
-        out.flops_per_s.append(flops / seconds)
-        if peak is not None:
-            out.peak_mib = max(out.peak_mib, peak.mib)
 
 
 def compare(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[str, Rounds]:
@@ -339,7 +196,8 @@ def breakdown(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict
         t0 = time.perf_counter()
         with acc.autocast():
             logits = model(batch["src"], batch["tgt_in"])
-            loss, n = smoothed_cross_entropy(logits, batch["tgt_out"], PAD, 0.1)
+            smoothing = cfg.train.label_smoothing
+            loss, n = smoothed_cross_entropy(logits, batch["tgt_out"], PAD, smoothing)
         sync()
         t1 = time.perf_counter()
         acc.backward(loss / n)

@@ -6,6 +6,7 @@ sentences with t2's batching (decode.batch_size sentences, sorted by length) and
 from __future__ import annotations
 
 import itertools
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -18,19 +19,19 @@ from t2.serve import ENGINES
 NBest = list[list[tuple[str, float]]]
 
 
-class Engine:
+class Engine(ABC):
     """What every engine has: cfg (the run's config), ckpt (the folder it reads) and
     translate_nbest(sentences, decode)."""
 
     cfg: Config
     ckpt: Path
 
+    @abstractmethod
     def translate_nbest(
         self, sentences: Sequence[str], decode: DecodeConfig, progress: Any = None
     ) -> NBest:
         """(text, score) n-best lists in input order, a blank line [("", 0.0)]; sentences
         decoded are counted on `progress` (a t2.progress.Progress), if given."""
-        raise NotImplementedError
 
     def translate(
         self, sentences: Sequence[str], decode: DecodeConfig, progress: Any = None
