@@ -60,6 +60,22 @@ def test_kernels_agree_with_formula_in_float32(kernel, case):
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("math_max_keys", [0, 10**6], ids=["cpu_flash", "cpu_math"])
+@pytest.mark.parametrize("case", CASES)
+def test_sdpa_backends_chosen_by_key_count_agree_with_formula(monkeypatch, case, math_max_keys):
+    """On a CPU sdpa takes the math backend up to CPU_MATH_MAX_KEYS keys, flash beyond."""
+    monkeypatch.setattr(attention, "CPU_MATH_MAX_KEYS", math_max_keys)
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = (t.requires_grad_() for t in _qkv(tq, tk))
+    out = attention.sdpa_attention(q, k, v, pad, causal, 0.0)
+    expected = _reference(q.double(), k.double(), v.double(), pad, causal).float()
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    want = torch.autograd.grad(_reference(q, k, v, pad, causal).sum(), (q, k, v))
+    for got, ref in zip(grads, want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_kernels_agree_with_each_other(case):
     tq, tk, pad, causal = CASES[case]

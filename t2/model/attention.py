@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from t2.model.positional import Positional
 from t2.registry import ATTENTION
@@ -37,15 +38,30 @@ def _bool_mask(
     return mask
 
 
+# On a CPU, PyTorch's flash kernel is slower than its math kernel (two batched matmuls and
+# a softmax) when many queries meet few keys: training step (forward and backward) of 8
+# heads of 64 on 2 cores, bf16: 4x slower at 16 keys, 1.6x at 32, 1.4x at 128, faster from
+# 256 on; fp32: 1.2-1.8x slower up to 128 keys. With one query (a decoding step) flash is
+# as fast or faster, so it keeps those. docs/performance.md has the measurement.
+CPU_MATH_MAX_KEYS = 128
+
+
+def _sdpa_backend(q: Tensor, k: Tensor) -> contextlib.AbstractContextManager:
+    if q.device.type == "cpu" and q.shape[-2] > 1 and k.shape[-2] <= CPU_MATH_MAX_KEYS:
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
+
+
 @ATTENTION.register("sdpa")
 def sdpa_attention(
     q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
 ) -> Tensor:
     """PyTorch's fused scaled_dot_product_attention (flash / memory-efficient / math)."""
-    if key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
-    mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    with _sdpa_backend(q, k):
+        if key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+        mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
 def attention_weights(q: Tensor, k: Tensor, key_padding: Tensor | None, causal: bool) -> Tensor:
@@ -182,8 +198,8 @@ class SelfAttention(_Attention):
         cache: KVCache | None = None,
         offset: int = 0,
     ) -> Tensor:
-        q, k, v = rearrange(self.qkv(x), "b t (n h d) -> n b h t d", n=3, h=self.n_heads)
-        q, k = positional.rotate(q, offset), positional.rotate(k, offset)
+        qkv = rearrange(self.qkv(x), "b t (n h d) -> n b h t d", n=3, h=self.n_heads)
+        q, k, v = positional.rotate_qkv(qkv, offset).unbind(0)
         if cache is not None:
             k, v = cache.append(k, v)
             causal = causal and q.shape[-2] > 1  # one new query sees the whole prefix

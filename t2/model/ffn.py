@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from t2.model.fused import Dropout, gated_projection
 from t2.registry import FFN
 
 
@@ -30,7 +31,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.act = act
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -48,11 +49,15 @@ class GatedFeedForward(nn.Module):
         self.w_gate = nn.Linear(d_model, hidden, bias=bias)
         self.w_up = nn.Linear(d_model, hidden, bias=bias)
         self.w2 = nn.Linear(hidden, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.act = act
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(self.dropout(self.act(self.w_gate(x)) * self.w_up(x)))
+        gate, up = self.w_gate(x), self.w_up(x)
+        if self.training and self.dropout.p > 0:
+            return self.w2(self.dropout(self.act(gate) * up))
+        # saves gate and up only; act(gate) * up is recomputed in backward (t2.model.fused)
+        return gated_projection(gate, up, self.w2, self.act)
 
 
 def _variant(base: type, act: Callable) -> Callable[..., nn.Module]:

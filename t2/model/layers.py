@@ -10,6 +10,7 @@ from torch import nn
 from t2.config import ModelConfig
 from t2.model.attention import CrossAttention, KVCache, SelfAttention
 from t2.model.ffn import build_ffn
+from t2.model.fused import Dropout
 from t2.model.norm import build_norm
 from t2.model.positional import Positional
 
@@ -23,7 +24,7 @@ class Residual(nn.Module):
     def __init__(self, norm: nn.Module, dropout: float, pre: bool) -> None:
         super().__init__()
         self.norm = norm
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre = pre
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from t2.errors import ConfigError
+from t2.model.fused import rotary, rotate_qk
 from t2.registry import POSITIONAL
 
 
@@ -41,6 +42,10 @@ class Positional(nn.Module):
     def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x: (B, H, T, Dh) queries or keys at positions offset .. offset+T-1."""
         return x
+
+    def rotate_qkv(self, qkv: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """qkv: (3, B, H, T, Dh) queries, keys and values; rotates queries and keys."""
+        return qkv
 
 
 @POSITIONAL.register("none")
@@ -107,11 +112,6 @@ def rope_tables(n_positions: int, d_head: int, base: float) -> tuple[torch.Tenso
     return angles.cos().float(), angles.sin().float()
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([-x2, x1], dim=-1)
-
-
 @POSITIONAL.register("rope")
 class RotaryPositional(Positional):
     """Rotary position embedding, Su et al. 2021 (arXiv:2104.09864), on self-attention q, k."""
@@ -125,14 +125,18 @@ class RotaryPositional(Positional):
         self.register_buffer("cos", cos, False)
         self.register_buffer("sin", sin, False)
 
-    def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        end = offset + x.shape[-2]
+    def tables(self, offset: int, end: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """cos and sin (T, Dh) of positions offset .. end-1, grown on demand."""
         if end > self.cos.shape[0]:
             cos, sin = rope_tables(2 * end, self.d_head, self.base)
-            self.cos, self.sin = cos.to(x.device), sin.to(x.device)
-        cos = self.cos[offset:end].to(x.dtype)  # (T, Dh), broadcast over (B, H)
-        sin = self.sin[offset:end].to(x.dtype)
-        return x * cos + rotate_half(x) * sin
+            self.cos, self.sin = cos.to(self.cos.device), sin.to(self.sin.device)
+        return self.cos[offset:end].to(dtype), self.sin[offset:end].to(dtype)
+
+    def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return rotary(x, *self.tables(offset, offset + x.shape[-2], x.dtype))
+
+    def rotate_qkv(self, qkv: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return rotate_qk(qkv, *self.tables(offset, offset + qkv.shape[-2], qkv.dtype))
 
 
 def build_positional(

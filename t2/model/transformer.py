@@ -12,6 +12,7 @@ from torch import nn
 
 from t2.config import ModelConfig
 from t2.model.attention import KVCache
+from t2.model.fused import Dropout
 from t2.model.init import initialise
 from t2.model.layers import DecoderLayer, EncoderLayer
 from t2.model.norm import build_norm
@@ -55,7 +56,7 @@ class Transformer(nn.Module):
         self.positional = build_positional(
             cfg.positional, D, cfg.d_head, cfg.max_positions, cfg.rope_base
         )
-        self.embed_dropout = nn.Dropout(cfg.dropout)
+        self.embed_dropout = Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         pre = cfg.norm_position == "pre"  # pre-norm stacks end with a final norm

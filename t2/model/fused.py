@@ -1,0 +1,142 @@
+"""Autograd functions that save fewer activations than the plain PyTorch composition.
+
+Training memory is dominated by the tensors autograd saves for the backward pass. Composed
+from elementwise PyTorch ops, RMSNorm, rotary embeddings and the gated feed-forward each
+save intermediate results the gradient can cheaply recompute; these functions compute the
+same values and gradients (tests/test_model_fused.py checks both against the plain
+formulas) while saving only what is needed:
+
+- `rms_norm`: the input and the per-row 1/rms (the composition also keeps x / rms).
+- `rotate_qk`: nothing; the rotation is orthogonal, so its backward rotates the gradient
+  back. Applied to the fused (q, k, v) projection at once, so that attention keeps one
+  (q, k, v) buffer alive instead of the rotated q and k plus the unrotated projection.
+- `gated_projection`: W2(act(a) * b) saving a and b; act(a) * b is recomputed in the
+  backward pass (elementwise, cheap) instead of being kept twice.
+- `Dropout` on a CPU: a boolean keep-mask drawn with `torch.rand` (PyTorch's CPU dropout
+  draws a float mask with `bernoulli_`, about twice as slow, and saves it at the input's
+  width). On a GPU PyTorch's fused dropout already saves a boolean mask and is used as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+
+class _RMSNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, eps: float) -> Tensor:  # type: ignore[override]
+        x32 = x.to(torch.promote_types(x.dtype, torch.float32))  # bf16/fp16 -> fp32
+        rstd = torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return (x32 * rstd * weight).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        x, weight, rstd = ctx.saved_tensors
+        xhat, g = x.to(rstd.dtype) * rstd, grad.to(rstd.dtype)
+        grad_weight = None
+        if ctx.needs_input_grad[1]:
+            grad_weight = (g * xhat).flatten(0, -2).sum(0).to(weight.dtype)
+        gw = g * weight
+        grad_x = rstd * (gw - xhat * (gw * xhat).mean(-1, keepdim=True))
+        return grad_x.to(x.dtype), grad_weight, None
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """weight * x / sqrt(mean(x^2) + eps) over the last dimension, computed in float32 and
+    returned in x's dtype; saves x and 1/rms for the backward pass."""
+    if not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad):
+        return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)  # PyTorch's fused kernel
+    return _RMSNorm.apply(x, weight, eps)
+
+
+def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """RoPE's rotation of x (..., T, Dh) by (T, Dh) tables: x cos + rotate_half(x) sin, with
+    rotate_half(x) = (-x2, x1) for the halves x1, x2 of Dh."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class _RotateQK(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(cos, sin)
+        out = torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device)
+        out[:2] = rotary(qkv[:2], cos, sin)
+        out[2] = qkv[2]
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        cos, sin = ctx.saved_tensors
+        out = torch.empty_like(grad)
+        out[:2] = rotary(grad[:2], cos, -sin)  # the inverse rotation: R(-theta) = R(theta)^T
+        out[2] = grad[2]
+        return out, None, None
+
+
+def rotate_qk(qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """qkv (3, B, H, T, Dh) -> a new contiguous (3, B, H, T, Dh) with q and k rotated by
+    the (T, Dh) tables cos and sin and v copied; saves no activation."""
+    if not torch.is_grad_enabled() or not qkv.requires_grad:
+        return torch.cat([rotary(qkv[:2], cos, sin), qkv[2:]])
+    return _RotateQK.apply(qkv, cos, sin)
+
+
+class _GatedProjection(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor, weight: Tensor, bias: Tensor | None,  # type: ignore[override]
+                act: Callable[[Tensor], Tensor]) -> Tensor:  # fmt: skip
+        ctx.save_for_backward(a, b, weight)
+        ctx.act, ctx.bias_dtype = act, None if bias is None else bias.dtype
+        return F.linear(act(a) * b, weight, bias)  # under autocast: the autocast dtype
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        a, b, weight = ctx.saved_tensors
+        with torch.enable_grad():  # recompute act(a) * b and its local gradient
+            a_, b_ = a.detach().requires_grad_(), b.detach().requires_grad_()
+            h = ctx.act(a_) * b_
+        grad_h = grad.to(h.dtype).matmul(weight.to(h.dtype))
+        grad_a, grad_b = torch.autograd.grad(h, (a_, b_), grad_h)
+        flat_grad = grad.flatten(0, -2)
+        grad_weight = flat_grad.t().matmul(h.detach().flatten(0, -2).to(grad.dtype))
+        grad_bias = None if ctx.bias_dtype is None else flat_grad.to(ctx.bias_dtype).sum(0)
+        return grad_a, grad_b, grad_weight.to(weight.dtype), grad_bias, None
+
+
+def gated_projection(a: Tensor, b: Tensor, linear: torch.nn.Linear,
+                     act: Callable[[Tensor], Tensor]) -> Tensor:  # fmt: skip
+    """linear(act(a) * b), saving a and b only (act(a) * b is recomputed in backward)."""
+    if not torch.is_grad_enabled():
+        return linear(act(a) * b)
+    return _GatedProjection.apply(a, b, linear.weight, linear.bias, act)
+
+
+class _Dropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, p: float) -> Tensor:  # type: ignore[override]
+        keep = torch.rand(x.shape, device=x.device) >= p  # P(keep) = 1 - p
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return x * keep * ctx.scale
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        (keep,) = ctx.saved_tensors
+        return grad * keep * ctx.scale, None
+
+
+class Dropout(torch.nn.Dropout):
+    """nn.Dropout (inverted dropout: zero with probability p, scale the rest by 1/(1-p))
+    that saves a boolean mask on a CPU; elsewhere, or with p = 0 or 1, PyTorch's own."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or x.device.type != "cpu" or not 0 < self.p < 1 or self.inplace:
+            return super().forward(x)
+        return _Dropout.apply(x, self.p)

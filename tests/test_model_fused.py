@@ -1,0 +1,165 @@
+"""The memory-lean autograd functions give the plain formulas' values and gradients and
+save less for the backward pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from t2.model.fused import Dropout, gated_projection, rms_norm, rotary, rotate_qk
+from t2.model.positional import rope_tables
+
+
+def saved_bytes(fn, *inputs: torch.Tensor, constants: tuple[torch.Tensor, ...] = ()) -> int:
+    """Bytes of the distinct storages, other than the inputs and constants, that autograd
+    saves while running fn(*inputs)."""
+    skip = {t.untyped_storage().data_ptr() for t in (*inputs, *constants)}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in skip:
+            seen[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*inputs)
+    return sum(seen.values())
+
+
+def grads(fn, *inputs: torch.Tensor, seed: int = 0) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    leaves = [x.detach().clone().requires_grad_() for x in inputs]
+    out = fn(*leaves)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=out.dtype)
+    out.backward(g)
+    return out.detach(), [x.grad for x in leaves]
+
+
+def plain_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return w * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def test_rms_norm_matches_formula_and_gradients():
+    x, w = torch.randn(3, 5, 16, dtype=torch.float64), torch.randn(16, dtype=torch.float64)
+    out, (gx, gw) = grads(lambda a, b: rms_norm(a, b, 1e-6), x, w)
+    ref, (rx, rw) = grads(plain_rms_norm, x, w)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(gx, rx)
+    torch.testing.assert_close(gw, rw)
+    assert torch.autograd.gradcheck(lambda a, b: rms_norm(a, b, 1e-6), (x[:1, :2].requires_grad_(),
+                                                                          w.requires_grad_()))  # fmt: skip
+    with torch.no_grad():  # inference takes PyTorch's kernel: the same values
+        torch.testing.assert_close(rms_norm(x, w, 1e-6), ref)
+
+
+def test_rms_norm_saves_less_than_the_composition():
+    x, w = torch.randn(64, 32, 256, requires_grad=True), torch.ones(256, requires_grad=True)
+    fused = saved_bytes(lambda a, b: rms_norm(a, b, 1e-6), x, w)
+    plain = saved_bytes(lambda a, b: F.rms_norm(a, (256,), b, 1e-6), x, w)
+    assert fused <= x.numel() * 4 * 0.1 < plain  # 1/rms only: x itself is an input
+
+
+def test_rms_norm_bf16_input_keeps_dtype_and_float32_accuracy():
+    x = torch.randn(4, 64).to(torch.bfloat16)
+    w = torch.rand(64) + 0.5
+    out = rms_norm(x.requires_grad_(), w.requires_grad_(), 1e-6)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), plain_rms_norm(x.detach().float(), w.detach()),
+                               atol=1e-2, rtol=1e-2)  # fmt: skip
+
+
+def test_rotate_qk_rotates_queries_and_keys_and_copies_values():
+    cos, sin = rope_tables(7, 8, 10000.0)
+    qkv = torch.randn(3, 2, 4, 7, 8, dtype=torch.float64)
+    cos, sin = cos.double(), sin.double()
+    out, (g,) = grads(lambda t: rotate_qk(t, cos, sin), qkv)
+    torch.testing.assert_close(out[0], rotary(qkv[0], cos, sin))
+    torch.testing.assert_close(out[1], rotary(qkv[1], cos, sin))
+    torch.testing.assert_close(out[2], qkv[2])
+
+    def plain(t: torch.Tensor) -> torch.Tensor:
+        return torch.stack([rotary(t[0], cos, sin), rotary(t[1], cos, sin), t[2]])
+
+    ref, (rg,) = grads(plain, qkv)
+    torch.testing.assert_close(g, rg)
+    with torch.no_grad():
+        torch.testing.assert_close(rotate_qk(qkv, cos, sin), ref)
+
+
+def test_rotate_qk_saves_no_activation():
+    cos, sin = rope_tables(32, 64, 10000.0)
+    qkv = torch.randn(3, 8, 4, 32, 64, requires_grad=True)
+    assert saved_bytes(lambda t: rotate_qk(t, cos, sin), qkv, constants=(cos, sin)) == 0
+
+
+@pytest.mark.parametrize("act", [F.silu, F.gelu], ids=["swiglu", "geglu"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_gated_projection_matches_the_composition(act, bias):
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(24, 16, bias=bias).double()
+    a, b = torch.randn(2, 5, 24, dtype=torch.float64), torch.randn(2, 5, 24, dtype=torch.float64)
+    params = [linear.weight] + ([linear.bias] if bias else [])
+
+    def run(fn):
+        for p in params:
+            p.grad = None
+        out, (ga, gb) = grads(fn, a, b)
+        return out, ga, gb, [p.grad.clone() for p in params]
+
+    fused = run(lambda x, y: gated_projection(x, y, linear, act))
+    plain = run(lambda x, y: linear(act(x) * y))
+    for got, want in zip(fused[:3], plain[:3], strict=True):
+        torch.testing.assert_close(got, want)
+    for got, want in zip(fused[3], plain[3], strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def test_gated_projection_under_bf16_autocast_matches_within_bf16_tolerance():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32, bias=True)
+    a, b = torch.randn(4, 64), torch.randn(4, 64)
+    results = []
+    for fn in (lambda x, y: gated_projection(x, y, linear, F.silu),
+               lambda x, y: linear(F.silu(x) * y)):  # fmt: skip
+        linear.zero_grad()
+        with torch.autocast("cpu", torch.bfloat16):
+            x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+            out = fn(x.bfloat16(), y.bfloat16())
+        out.float().sum().backward()
+        assert out.dtype == torch.bfloat16 and linear.weight.grad.dtype == torch.float32
+        results.append((out.float(), x.grad, linear.weight.grad.clone(), linear.bias.grad.clone()))
+    for got, want in zip(*results, strict=True):
+        torch.testing.assert_close(got, want, atol=5e-2, rtol=2e-2)
+
+
+def test_gated_projection_saves_half_of_the_composition():
+    linear = torch.nn.Linear(128, 64)
+    a = torch.randn(32, 16, 128, requires_grad=True)
+    b = torch.randn(32, 16, 128, requires_grad=True)
+    weights = (linear.weight,)
+    fused = saved_bytes(
+        lambda x, y: gated_projection(x, y, linear, F.silu), a, b, constants=weights
+    )
+    plain = saved_bytes(lambda x, y: linear(F.silu(x) * y), a, b, constants=weights)
+    assert fused == 0 < plain  # only its inputs a and b; the composition adds silu(a), the product
+
+
+def test_dropout_zeroes_with_probability_p_and_scales_the_rest():
+    torch.manual_seed(0)
+    drop = Dropout(0.25).train()
+    x = torch.ones(200, 500, requires_grad=True)
+    y = drop(x)
+    kept = y.ne(0)
+    assert abs(1 - kept.float().mean().item() - 0.25) < 0.01
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.75))
+    y.backward(torch.full_like(y, 2.0))
+    torch.testing.assert_close(x.grad, kept * (2.0 / 0.75))  # the same mask in backward
+    assert torch.equal(drop.eval()(x), x)
+
+
+def test_dropout_saves_a_boolean_mask():
+    x = torch.randn(64, 32, 256, requires_grad=True)
+    ours = saved_bytes(Dropout(0.1).train(), x)
+    pytorch = saved_bytes(torch.nn.Dropout(0.1).train(), x)
+    assert ours == x.numel() < pytorch  # one byte per element
