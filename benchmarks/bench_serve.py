@@ -16,8 +16,19 @@ peak resident memory above the loaded model. The HF peer is a MarianMTModel of t
 dimensions (post-norm, sinusoidal, ReLU, tied): Marian has no RoPE, RMSNorm or SwiGLU, so for
 `v2_rope_rmsnorm` it stands for "the same size in transformers".
 
+--trained CHECKPOINT --peer PEER_DIR --src FILE --ref FILE times trained models decoding
+freely instead: t2's checkpoint by its own search and by its CTranslate2 export at float32 and
+int8, and a trained MarianMTModel of the same size (PEER_DIR as benchmarks/train_peer.py
+writes it: model/ and tokenizer/) by generate(), each with its usual beam search (beam --beam,
+length penalty 0.6 as log p / n^0.6; generate's early_stopping=False, t2's `heuristic` rule,
+CTranslate2's stop at --beam finished hypotheses), on the sentences of --src in batches of
+--batch-size sorted by length. Outputs differ, so the figure is target tokens/s: the tokens
+of each engine's outputs, re-encoded with the shared BPE, over its median wall time; sacreBLEU
+against --ref shows what each engine's speed buys.
+
 Speed is not quality: BLEU of int8 against float32 on a trained model comes from
-`t2 export ... --quantization int8` and `evaluate_model.py --engine ct2` (docs/serving.md).
+`t2 export ... --quantization int8` and `evaluate_model.py --engine ct2` (docs/serving.md),
+or from --trained.
 """
 
 from __future__ import annotations
@@ -53,7 +64,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--recipes", default="base,v2_rope_rmsnorm", help="architectures to time")
     p.add_argument("--engines", default=",".join(ENGINES), help=f"subset of {','.join(ENGINES)}")
-    p.add_argument("--sentences", type=int, default=100, help="first N lines of newstest2013.de")
+    p.add_argument(
+        "--sentences",
+        type=int,
+        default=None,
+        help="first N lines of newstest2013.de (100), or of --src (all)",
+    )
     p.add_argument("--max-len", type=int, default=32, help="target tokens per sentence")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=32)
@@ -63,7 +79,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
                    help="override a model key of every recipe, e.g. model.d_model=64")  # fmt: skip
     p.add_argument("--json", help="write every figure to this file")
+    p.add_argument("--trained", help="a t2 run or checkpoint: time trained models (see above)")
+    p.add_argument("--peer", help="with --trained: the trained MarianMTModel's folder")
+    p.add_argument("--src", help="with --trained: source sentences, one per line")
+    p.add_argument("--ref", help="with --trained: reference translations")
     args = p.parse_args(argv)
+    if args.trained and not (args.peer and args.src and args.ref):
+        p.error("--trained needs --peer, --src and --ref")
+    if args.sentences is None:
+        args.sentences = 0 if args.trained else 100
     args.device, args.bf16 = "cpu", False  # what bench_decode's runners read
     unknown = set(args.engines.split(",")) - set(ENGINES)
     if unknown:
@@ -185,9 +209,106 @@ def report(recipe: str, mcfg: ModelConfig, runs: dict[str, Runs]) -> list[dict]:
     return records
 
 
+class PeerEngine:
+    """A trained MarianMTModel decoded by generate(), batched and sorted as t2 batches, with
+    the BPE it was trained with, which must be the t2 run's (train_peer.py trains the same)."""
+
+    def __init__(self, folder: Path, beam: int, tokenizer) -> None:
+        from tokenizers import Tokenizer
+        from transformers import MarianMTModel
+
+        vocab = Tokenizer.from_file(str(folder / "tokenizer" / "tokenizer.json")).get_vocab()
+        if vocab != tokenizer.get_vocab():
+            sys.exit(f"error: {folder}/tokenizer is not the t2 run's BPE; train the peer with "
+                     f"benchmarks/train_peer.py on the run's recipe")  # fmt: skip
+        self.model = MarianMTModel.from_pretrained(folder / "model").eval()
+        self.tokenizer, self.beam = tokenizer, beam
+
+    @torch.no_grad()
+    def translate(self, sentences: list[str], decode) -> list[str]:
+        from t2.data import encode_source
+
+        src_ids = encode_source(self.tokenizer, sentences, False)
+        out = [""] * len(sentences)
+        for batch in length_batches([len(r) for r in src_ids], decode.batch_size):
+            rows = [torch.tensor(src_ids[i]) for i in batch]
+            src = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=0)
+            longest = max(len(r) for r in rows)
+            ids = self.model.generate(
+                input_ids=src, attention_mask=src.ne(0), num_beams=self.beam,
+                length_penalty=decode.lenpen, early_stopping=False, do_sample=False,
+                max_new_tokens=int(decode.max_len_a * longest) + decode.max_len_b + 1,
+            )  # fmt: skip
+            for i, text in zip(batch, self.tokenizer.batch_decode(ids, skip_special_tokens=True),
+                               strict=True):  # fmt: skip
+                out[i] = text.strip()
+        return out
+
+
+def trained(args) -> list[dict]:
+    """Free decoding of trained models: t2, its CTranslate2 exports and the trained peer."""
+    from t2.evaluation.scoring import score_corpus
+    from t2.serve.ct2 import export_run
+    from t2.serve.engine import T2Engine, open_engine
+
+    sources = Path(args.src).read_text(encoding="utf-8").splitlines()[: args.sentences or None]
+    refs = Path(args.ref).read_text(encoding="utf-8").splitlines()[: len(sources)]
+    t2 = T2Engine(args.trained)
+    decode = replace(t2.cfg.decode, beam_size=args.beam, lenpen=0.6, length_norm="length",
+                     batch_size=args.batch_size, nbest=1)  # fmt: skip
+    engines = {"hf": PeerEngine(Path(args.peer), args.beam, t2.tokenizer), "t2": t2}
+    for quant in ("float32", "int8"):
+        if f"ct2_{quant}" in args.engines.split(","):
+            folder = Path(tempfile.mkdtemp(prefix=f"t2-ct2-{quant}-")) / "export"
+            engines[f"ct2_{quant}"] = open_engine(export_run(args.trained, folder, quant), "ct2")
+    engines = {k: v for k, v in engines.items() if k in args.engines.split(",")}
+    print(f"CPU, {args.threads} threads; torch {torch.__version__}; {len(sources)} sentences of "
+          f"{args.src}; beam {args.beam}, length penalty 0.6, batch {args.batch_size}; "
+          f"{args.repeats} interleaved runs per engine after a warm-up")  # fmt: skip
+    for engine in engines.values():
+        engine.translate(sources[: args.batch_size], decode)
+    runs, outputs = {name: Runs() for name in engines}, {}
+    with Progress(args.repeats * len(engines), f"beam {args.beam}", "runs") as progress:
+        for _ in range(args.repeats):
+            for name, engine in engines.items():
+                with PeakMemory("cpu") as peak:
+                    start = time.perf_counter()
+                    outputs[name] = engine.translate(sources, decode)
+                    runs[name].walls.append(time.perf_counter() - start)
+                runs[name].peak_mib = max(runs[name].peak_mib, peak.mib)
+                progress.update(1)
+    print(f"{'engine':12} {'median':>7} {'range s':13} {'tokens':>7} {'tokens/s':>9} "
+          f"{'vs hf':>7} {'BLEU':>6} {'chrF':>6} {'peak MiB':>9}")  # fmt: skip
+    records = []
+    for name, r in runs.items():
+        r.tokens = sum(len(t2.tokenizer(h, add_special_tokens=False)["input_ids"])
+                       for h in outputs[name])  # fmt: skip
+        tok_s = r.tokens / r.median
+        ratio = tok_s / (runs["hf"].tokens / runs["hf"].median) if "hf" in runs else None
+        scores = score_corpus(outputs[name], [refs]).to_dict()
+        vs = "" if ratio is None else f"{ratio:6.2f}x"
+        print(f"{name:12} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
+              f"{r.tokens:7d} {tok_s:9.1f} {vs:>7} {scores['bleu']:6.2f} {scores['chrf']:6.2f} "
+              f"{r.peak_mib:9.1f}", flush=True)  # fmt: skip
+        records.append({"engine": name, "median_s": r.median, "walls_s": r.walls,
+                        "tokens": r.tokens, "tokens_per_s": tok_s, "ratio_to_hf": ratio,
+                        "bleu": scores["bleu"], "chrf": scores["chrf"],
+                        "bleu_signature": scores["bleu_signature"],
+                        "peak_mib": r.peak_mib})  # fmt: skip
+    return records
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    records = trained(args) if args.trained else synthetic(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return records
+
+
+def synthetic(args) -> list[dict]:
+    """Random full-size models forced to equal output lengths."""
     tokenizer, _, src_ids = newstest_sources(args)
     lengths = [args.max_len] * len(src_ids)
     import ctranslate2
@@ -203,8 +324,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for recipe in args.recipes.split(","):
         mcfg, engines = engines_for(recipe, args, tokenizer)
         records += report(recipe, mcfg, time_engines(engines, (src_ids, lengths), args))
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     return records
 
 

@@ -85,6 +85,8 @@ class T2Engine:
                                mixed_precision="bf16" if precision == "bf16" else "no")  # fmt: skip
         torch.manual_seed(0)
         model = Transformer(cfg.model, pad_id=PAD)
+        if cfg.train.compile:  # as train.py does
+            model.compile(dynamic=True)
         optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
         self.scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
         self.model, self.optimizer = self.acc.prepare(model, optimizer)

@@ -215,6 +215,7 @@ class TrainConfig(Section):
     accumulate: int = 1  # micro-batches per optimizer step
     clip_norm: float = 0.0  # 0: no clipping (the paper)
     mixed_precision: str = choice("auto", "bf16", "fp16", "no")  # auto: bf16 where supported
+    compile: bool = False  # torch.compile the training forward pass (docs/performance.md)
     log_every: int = 100
     eval_every: int = 1000
     save_every: int = 1000

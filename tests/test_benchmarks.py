@@ -97,3 +97,45 @@ def test_bench_train_scaling_rows_grow_as_configured(tmp_path, single_thread, mo
     assert [(r["max_tokens"], r["length"]) for r in rows] == [(64, 8), (64, 16)]
     for r in rows:  # no padding: 64 // length pairs of length tokens a side
         assert r["tokens_per_s"] > 0 and r["flops_per_s"] > 0 and r["parameters"] > 0
+
+
+def test_bench_serve_times_trained_models_decoding_freely(tmp_path, toy, single_thread):
+    """--trained: t2's checkpoint, its CTranslate2 exports and a saved MarianMTModel decode
+    real sentences freely; each engine's output tokens, rate and BLEU are reported."""
+    pytest.importorskip("ctranslate2")
+    from test_evaluation_helpers import toy_pairs
+
+    serve = load("bench_serve")
+    run_dir, model, tokenizer = toy
+    peer = tmp_path / "peer"
+    cfg = model.cfg
+    shape = serve.argparse.Namespace(d_model=cfg.d_model, layers=cfg.n_encoder_layers,
+                                     n_heads=cfg.n_heads, d_ff=cfg.d_ff)  # fmt: skip
+    from bench_decode import marian_config
+    from transformers import MarianMTModel
+
+    MarianMTModel(marian_config(shape, len(tokenizer))).save_pretrained(peer / "model")
+    tokenizer.save_pretrained(peer / "tokenizer")
+    pairs = toy_pairs(7, 5)
+    (tmp_path / "src.txt").write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
+    (tmp_path / "ref.txt").write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
+    out = tmp_path / "trained.json"
+    argv = ["--trained", str(run_dir), "--peer", str(peer), "--src", str(tmp_path / "src.txt"),
+            "--ref", str(tmp_path / "ref.txt"), "--threads", "1", "--repeats", "2",
+            "--batch-size", "4", "--json", str(out)]  # fmt: skip
+    records = serve.main(argv)
+    assert json.loads(out.read_text()) == records
+    by = {r["engine"]: r for r in records}
+    assert set(by) == {"hf", "t2", "ct2_float32", "ct2_int8"}
+    assert by["hf"]["ratio_to_hf"] == 1.0
+    for r in records:
+        assert len(r["walls_s"]) == 2 and r["tokens"] > 0 and 0 <= r["bleu"] <= 100 + 1e-9
+        assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["median_s"])
+    # the trained toy model translates; its float32 export as t2 does (the untrained peer not)
+    assert by["t2"]["bleu"] > 50 and abs(by["ct2_float32"]["bleu"] - by["t2"]["bleu"]) < 10
+
+
+def test_bench_serve_trained_needs_its_inputs(capsys):
+    with pytest.raises(SystemExit):
+        load("bench_serve").parse_args(["--trained", "runs/x"])
+    assert "--trained needs --peer, --src and --ref" in capsys.readouterr().err

@@ -60,11 +60,11 @@ def test_kernels_agree_with_formula_in_float32(kernel, case):
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("math_max_keys", [0, 10**6], ids=["cpu_flash", "cpu_math"])
+@pytest.mark.parametrize("max_keys", [0, 10**6], ids=["cpu_sdpa", "cpu_formula"])
 @pytest.mark.parametrize("case", CASES)
-def test_sdpa_backends_chosen_by_key_count_agree_with_formula(monkeypatch, case, math_max_keys):
-    """On a CPU sdpa takes the math backend up to CPU_MATH_MAX_KEYS keys, flash beyond."""
-    monkeypatch.setattr(attention, "CPU_MATH_MAX_KEYS", math_max_keys)
+def test_sdpa_paths_chosen_by_key_count_agree_with_formula(monkeypatch, case, max_keys):
+    """On a CPU sdpa runs the formula up to CPU_FORMULA_MAX_KEYS keys, PyTorch's SDPA beyond."""
+    monkeypatch.setattr(attention, "CPU_FORMULA_MAX_KEYS", max_keys)
     tq, tk, pad, causal = CASES[case]
     q, k, v = (t.requires_grad_() for t in _qkv(tq, tk))
     out = attention.sdpa_attention(q, k, v, pad, causal, 0.0)

@@ -163,3 +163,29 @@ def test_dropout_saves_a_boolean_mask():
     ours = saved_bytes(Dropout(0.1).train(), x)
     pytorch = saved_bytes(torch.nn.Dropout(0.1).train(), x)
     assert ours == x.numel() < pytorch  # one byte per element
+
+
+def test_a_compiled_v2_model_gives_the_uncompiled_loss_and_gradients(tiny_model_config):
+    """train.compile: under torch.compile the plain compositions run (the compiler fuses and
+    recomputes by itself); dynamo traces the whole model (the eager backend: no C++ build)."""
+    from t2.model.transformer import Transformer
+
+    torch.manual_seed(0)
+    cfg = tiny_model_config(positional="rope", norm="rmsnorm", ffn="swiglu", norm_position="pre",
+                            dropout=0.0)  # fmt: skip
+    model = Transformer(cfg).train()
+    src, tgt = torch.randint(4, cfg.vocab_size, (3, 7)), torch.randint(4, cfg.vocab_size, (3, 5))
+
+    def loss_and_grads() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        loss = model(src, tgt).float().logsumexp(-1).sum()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    want = loss_and_grads()
+    torch._dynamo.reset()
+    model.compile(dynamic=True, backend="eager", fullgraph=True)  # a graph break fails here
+    got = loss_and_grads()
+    torch.testing.assert_close(got[0], want[0])
+    for g, w in zip(got[1], want[1], strict=True):
+        torch.testing.assert_close(g, w)

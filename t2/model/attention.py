@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from t2.model.positional import Positional
 from t2.registry import ATTENTION
@@ -38,30 +37,32 @@ def _bool_mask(
     return mask
 
 
-# On a CPU, PyTorch's flash kernel is slower than its math kernel (two batched matmuls and
-# a softmax) when many queries meet few keys: training step (forward and backward) of 8
-# heads of 64 on 2 cores, bf16: 4x slower at 16 keys, 1.6x at 32, 1.4x at 128, faster from
-# 256 on; fp32: 1.2-1.8x slower up to 128 keys. With one query (a decoding step) flash is
-# as fast or faster, so it keeps those. docs/performance.md has the measurement.
-CPU_MATH_MAX_KEYS = 128
+# On a CPU, PyTorch's SDPA is slower than the explicit formula (`math_attention`: two
+# einsums and a softmax in the input's dtype) when many queries meet few keys; its flash
+# kernel is tiled for long sequences, and its math backend upcasts bf16 to fp32. Training
+# step (forward and backward) of 8 heads of 64 on 2 cores, 32 keys: bf16 22.8 ms (flash),
+# 12.6 (SDPA math), 5.6 (the formula), which also saves less than flash; fp32 12.5 / 8.6 /
+# 8.0; at 128 keys the formula is 2.8x faster in bf16 and even in fp32. With one query (a
+# decoding step) flash is as fast or faster, so it keeps those. docs/performance.md.
+CPU_FORMULA_MAX_KEYS = 128
 
 
-def _sdpa_backend(q: Tensor, k: Tensor) -> contextlib.AbstractContextManager:
-    if q.device.type == "cpu" and q.shape[-2] > 1 and k.shape[-2] <= CPU_MATH_MAX_KEYS:
-        return sdpa_kernel(SDPBackend.MATH)
-    return contextlib.nullcontext()
+def _formula_is_faster(q: Tensor, k: Tensor) -> bool:
+    return q.device.type == "cpu" and q.shape[-2] > 1 and k.shape[-2] <= CPU_FORMULA_MAX_KEYS
 
 
 @ATTENTION.register("sdpa")
 def sdpa_attention(
     q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
 ) -> Tensor:
-    """PyTorch's fused scaled_dot_product_attention (flash / memory-efficient / math)."""
-    with _sdpa_backend(q, k):
-        if key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
-        mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    """PyTorch's fused scaled_dot_product_attention (flash / memory-efficient / math); on a
+    CPU the explicit formula where it is faster (many queries, at most 128 keys)."""
+    if _formula_is_faster(q, k):
+        return math_attention(q, k, v, key_padding, causal, dropout_p)
+    if key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+    mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
 def attention_weights(q: Tensor, k: Tensor, key_padding: Tensor | None, causal: bool) -> Tensor:

@@ -50,6 +50,8 @@ class _RMSNorm(torch.autograd.Function):
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """weight * x / sqrt(mean(x^2) + eps) over the last dimension, computed in float32 and
     returned in x's dtype; saves x and 1/rms for the backward pass."""
+    if torch.compiler.is_compiling():  # the compiler fuses and recomputes by itself
+        return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)
     if not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad):
         return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)  # PyTorch's fused kernel
     return _RMSNorm.apply(x, weight, eps)
@@ -83,7 +85,7 @@ class _RotateQK(torch.autograd.Function):
 def rotate_qk(qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """qkv (3, B, H, T, Dh) -> a new contiguous (3, B, H, T, Dh) with q and k rotated by
     the (T, Dh) tables cos and sin and v copied; saves no activation."""
-    if not torch.is_grad_enabled() or not qkv.requires_grad:
+    if torch.compiler.is_compiling() or not torch.is_grad_enabled() or not qkv.requires_grad:
         return torch.cat([rotary(qkv[:2], cos, sin), qkv[2:]])
     return _RotateQK.apply(qkv, cos, sin)
 
@@ -113,7 +115,7 @@ class _GatedProjection(torch.autograd.Function):
 def gated_projection(a: Tensor, b: Tensor, linear: torch.nn.Linear,
                      act: Callable[[Tensor], Tensor]) -> Tensor:  # fmt: skip
     """linear(act(a) * b), saving a and b only (act(a) * b is recomputed in backward)."""
-    if not torch.is_grad_enabled():
+    if torch.compiler.is_compiling() or not torch.is_grad_enabled():
         return linear(act(a) * b)
     return _GatedProjection.apply(a, b, linear.weight, linear.bias, act)
 
@@ -137,6 +139,7 @@ class Dropout(torch.nn.Dropout):
     that saves a boolean mask on a CPU; elsewhere, or with p = 0 or 1, PyTorch's own."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or x.device.type != "cpu" or not 0 < self.p < 1 or self.inplace:
+        plain = torch.compiler.is_compiling() or x.device.type != "cpu" or self.inplace
+        if plain or not self.training or not 0 < self.p < 1:
             return super().forward(x)
         return _Dropout.apply(x, self.p)

@@ -167,6 +167,8 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
+    if cfg.train.compile:  # in place: the state dict's keys and the decoding methods stay
+        model.compile(dynamic=True)  # token-budget batches change shape every step
     optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
     scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
     model, optimizer = accelerator.prepare(model, optimizer)
