@@ -95,7 +95,7 @@ def compare(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[s
     rounds = {e.name: Rounds() for e in engines}
     for _ in range(args.warmup_rounds):
         for e in engines:
-            run_round(e, args.steps_per_round, cfg, None, False)
+            rounds[e.name].warmup_s += run_round(e, args.steps_per_round, cfg, None, False)
     with Progress(args.rounds * len(engines), f"{precision} rounds", "rounds") as progress:
         for r in range(args.rounds):
             for e in engines:  # memory is sampled in the first timed round only
@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             ratio = statistics.median(t2.tokens_per_s) / statistics.median(peer.tokens_per_s)
             memory = t2.peak_mib / peer.peak_mib if peer.peak_mib > 0 else None
             print(f"{'':16} {precision:5} t2/marian: {ratio:.2f}x tokens/s, peak memory "
-                  f"{'n/a' if memory is None else f'{memory:.2f}x'}", flush=True)  # fmt: skip
+                  f"{'n/a' if memory is None else f'{memory:.2f}x'}; warm-up {t2.warmup_s:.1f} "
+                  f"s / {peer.warmup_s:.1f} s", flush=True)  # fmt: skip
             peak = gpu_peak()
             records.append({
                 "recipe": recipe, "precision": precision, "device": describe_device(args.threads),

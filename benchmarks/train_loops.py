@@ -150,9 +150,11 @@ class Rounds:
     s_per_step: list[float] = field(default_factory=list)
     flops_per_s: list[float] = field(default_factory=list)
     peak_mib: float = 0.0
+    warmup_s: float = 0.0  # the warm-up rounds' wall time (torch.compile's compilation, too)
 
 
-def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: bool) -> None:
+def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: bool) -> float:
+    """Run n steps; record their figures in `out` (if given); return the wall time."""
     release_free_memory()
     with PeakMemory(str(device())) if measure_memory else nullcontext() as peak:
         sync()
@@ -168,3 +170,4 @@ def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: b
         out.flops_per_s.append(flops / seconds)
         if peak is not None:
             out.peak_mib = max(out.peak_mib, peak.mib)
+    return seconds
