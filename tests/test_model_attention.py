@@ -65,6 +65,7 @@ def test_kernels_agree_with_formula_in_float32(kernel, case):
 def test_sdpa_paths_chosen_by_key_count_agree_with_formula(monkeypatch, case, max_keys):
     """On a CPU sdpa runs the formula up to CPU_FORMULA_MAX_KEYS keys, PyTorch's SDPA beyond."""
     monkeypatch.setattr(attention, "CPU_FORMULA_MAX_KEYS", max_keys)
+    monkeypatch.setattr(attention, "CPU_FORMULA_MIN_KEYS_ONE_QUERY", 0)
     tq, tk, pad, causal = CASES[case]
     q, k, v = (t.requires_grad_() for t in _qkv(tq, tk))
     out = attention.sdpa_attention(q, k, v, pad, causal, 0.0)

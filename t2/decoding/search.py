@@ -118,8 +118,11 @@ def greedy_search(
     rows = torch.arange(B, device=src.device)  # original sentence of each active row
     last = torch.full((B,), BOS, dtype=torch.long, device=src.device)
     state = model.new_state()
+    shortest = int(max_len.min())  # rows at their maximum length from this step on
     for t in range(steps):
-        lprobs = _force_eos(_next_logprobs(model, last, memory, src_pad, state), t >= max_len)
+        lprobs = _next_logprobs(model, last, memory, src_pad, state)
+        if t >= shortest:
+            lprobs = _force_eos(lprobs, t >= max_len)
         best, last = lprobs.max(dim=-1)  # (N,)
         out[rows, t] = last
         log_prob[rows] += best
@@ -131,6 +134,7 @@ def greedy_search(
             state.reorder(keep)
             rows, last, memory, src_pad = rows[keep], last[keep], memory[keep], src_pad[keep]
             max_len = max_len[keep]
+            shortest = int(max_len.min())
     hyps = _hypotheses(out.tolist(), log_prob.tolist(), penalty(alpha, norm))
     return [[h] for h in hyps]
 
@@ -209,6 +213,10 @@ class _Beams:
     memory: Tensor  # (N*W, S, D)
     src_pad: Tensor  # (N*W, S)
     fin: _Finished
+    shortest: int = 0  # the least of max_len, read when sentences leave (a sync anyway)
+
+    def __post_init__(self) -> None:
+        self.shortest = int(self.max_len.min())
 
     def follow(self, state: DecoderState, rows: Tensor, expand: bool) -> None:
         """Reorder the cache to the chosen beams; after the first step also expand the
@@ -226,6 +234,7 @@ class _Beams:
         self.max_len, self.memory = self.max_len[keep], self.memory[rows]
         self.src_pad = self.src_pad[rows]
         self.fin.select(keep)
+        self.shortest = int(self.max_len.min())
 
 
 @torch.no_grad()
@@ -265,8 +274,9 @@ def beam_search(
     state = model.new_state()
     for t in range(steps):
         n, width = beams.scores.shape
-        lprobs = _next_logprobs(model, last, beams.memory, beams.src_pad, state)
-        lprobs = _force_eos(lprobs.view(n, width, -1), t >= beams.max_len)
+        lprobs = _next_logprobs(model, last, beams.memory, beams.src_pad, state).view(n, width, -1)
+        if t >= beams.shortest:  # some sentence is at its maximum length (known on the host)
+            lprobs = _force_eos(lprobs, t >= beams.max_len)
         top, beam, top_tok = _top_candidates(beams.scores, lprobs, K)
         ends = fin.add_ended(top, beam, top_tok, beams.tokens, t, lp)
         # the K best candidates that go on

@@ -38,17 +38,22 @@ def _bool_mask(
 
 
 # On a CPU, PyTorch's SDPA is slower than the explicit formula (`math_attention`: two
-# einsums and a softmax in the input's dtype) when many queries meet few keys; its flash
-# kernel is tiled for long sequences, and its math backend upcasts bf16 to fp32. Training
-# step (forward and backward) of 8 heads of 64 on 2 cores, 32 keys: bf16 22.8 ms (flash),
-# 12.6 (SDPA math), 5.6 (the formula), which also saves less than flash; fp32 12.5 / 8.6 /
-# 8.0; at 128 keys the formula is 2.8x faster in bf16 and even in fp32. With one query (a
-# decoding step) flash is as fast or faster, so it keeps those. docs/performance.md.
+# einsums and a softmax in the input's dtype) over up to 128 keys: its flash kernel is tiled
+# for long sequences, and its math backend upcasts bf16 to fp32. Measured on 2 cores, 8
+# heads of 64 (docs/performance.md): a training step (forward and backward) over 32 keys
+# takes 22.8 ms with flash in bf16, 12.6 with SDPA's math backend, 5.6 with the formula,
+# which also saves less (fp32: 12.5 / 8.6 / 8.0); a decoding step (one query, 128 rows)
+# over 32 keys 1,054 us with SDPA and 468 with the formula, but 159 against 295 over 4
+# keys, so single queries take the formula from 16 keys on. From 256 keys SDPA wins.
 CPU_FORMULA_MAX_KEYS = 128
+CPU_FORMULA_MIN_KEYS_ONE_QUERY = 16
 
 
 def _formula_is_faster(q: Tensor, k: Tensor) -> bool:
-    return q.device.type == "cpu" and q.shape[-2] > 1 and k.shape[-2] <= CPU_FORMULA_MAX_KEYS
+    keys = k.shape[-2]
+    if q.device.type != "cpu" or keys > CPU_FORMULA_MAX_KEYS:
+        return False
+    return q.shape[-2] > 1 or keys >= CPU_FORMULA_MIN_KEYS_ONE_QUERY
 
 
 @ATTENTION.register("sdpa")
@@ -56,7 +61,7 @@ def sdpa_attention(
     q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
 ) -> Tensor:
     """PyTorch's fused scaled_dot_product_attention (flash / memory-efficient / math); on a
-    CPU the explicit formula where it is faster (many queries, at most 128 keys)."""
+    CPU the explicit formula where that is faster (at most 128 keys)."""
     if _formula_is_faster(q, k):
         return math_attention(q, k, v, key_padding, causal, dropout_p)
     if key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
