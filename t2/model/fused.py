@@ -50,10 +50,9 @@ class _RMSNorm(torch.autograd.Function):
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """weight * x / sqrt(mean(x^2) + eps) over the last dimension, computed in float32 and
     returned in x's dtype; saves x and 1/rms for the backward pass."""
-    if torch.compiler.is_compiling():  # the compiler fuses and recomputes by itself
-        return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)
-    if not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad):
-        return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)  # PyTorch's fused kernel
+    no_grad = not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad)
+    if no_grad or torch.compiler.is_compiling():  # the compiler fuses and recomputes itself
+        return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)  # PyTorch's kernel
     return _RMSNorm.apply(x, weight, eps)
 
 
