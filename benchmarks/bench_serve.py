@@ -281,8 +281,8 @@ def trained(args) -> list[dict]:
           f"{'vs hf':>7} {'BLEU':>6} {'chrF':>6} {'peak MiB':>9}")  # fmt: skip
     records = []
     for name, r in runs.items():
-        r.tokens = sum(len(t2.tokenizer(h, add_special_tokens=False)["input_ids"])
-                       for h in outputs[name])  # fmt: skip
+        encoded = t2.tokenizer(outputs[name], add_special_tokens=False)["input_ids"]
+        r.tokens = sum(map(len, encoded))
         tok_s = r.tokens / r.median
         ratio = tok_s / (runs["hf"].tokens / runs["hf"].median) if "hf" in runs else None
         scores = score_corpus(outputs[name], [refs]).to_dict()

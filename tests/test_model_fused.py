@@ -189,3 +189,29 @@ def test_a_compiled_v2_model_gives_the_uncompiled_loss_and_gradients(tiny_model_
     torch.testing.assert_close(got[0], want[0])
     for g, w in zip(got[1], want[1], strict=True):
         torch.testing.assert_close(g, w)
+
+
+def test_rope_on_the_fused_projection_saves_less_than_rotating_q_and_k_apart(monkeypatch):
+    """Through PyTorch's SDPA (which saves its inputs), rotating the fused (q, k, v) at once
+    keeps one buffer; rotating q and k apart kept them beside the unrotated projection."""
+    from einops import rearrange
+
+    import t2.model.attention as attention
+    from t2.model.attention import SelfAttention
+    from t2.model.positional import build_positional
+
+    monkeypatch.setattr(attention, "CPU_FORMULA_MAX_KEYS", 0)  # SDPA, not the formula
+    torch.manual_seed(0)
+    x = torch.randn(4, 12, 32, requires_grad=True)
+    attn = SelfAttention(32, 4, 0.0, True, "sdpa")
+    rope = build_positional("rope", 32, 8, 64, 10000.0)
+    constants = (*attn.parameters(), *rope.buffers())
+
+    def apart(h: torch.Tensor) -> torch.Tensor:
+        q, k, v = rearrange(attn.qkv(h), "b t (n h d) -> n b h t d", n=3, h=4)
+        return attn._attend(rope.rotate(q), rope.rotate(k), v, None, True)
+
+    fused = saved_bytes(lambda h: attn(h, None, True, rope), x, constants=constants)
+    plain = saved_bytes(apart, x, constants=constants)
+    torch.testing.assert_close(attn(x, None, True, rope), apart(x))
+    assert 0 < fused < plain

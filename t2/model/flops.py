@@ -2,7 +2,7 @@
 
 A multiply-add is 2 FLOPs; a matmul of (m x k) by (k x n) costs 2mkn. For one sentence pair
 with s source and t target tokens, width d, feed-forward size f (a gated one: three matrices
-of hidden size h = gated_hidden_size(f) instead of two of f) and vocabulary V:
+of hidden size h = ModelConfig.d_hidden, 2/3 f, instead of two of f) and vocabulary V:
 
   encoder layer   self q, k, v, out        8 s d^2
                   scores QK^T and A V      4 s^2 d
@@ -27,14 +27,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from t2.config import ModelConfig
-from t2.model.ffn import gated_hidden_size
 from t2.registry import FFN
 
 
 def _ffn_flops(cfg: ModelConfig, n: int) -> int:
-    if FFN.get(cfg.ffn).gated:
-        return 6 * n * cfg.d_model * gated_hidden_size(cfg.d_ff)
-    return 4 * n * cfg.d_model * cfg.d_ff
+    matrices = 3 if FFN.get(cfg.ffn).gated else 2  # hidden size cfg.d_hidden
+    return 2 * matrices * n * cfg.d_model * cfg.d_hidden
 
 
 def forward_flops(cfg: ModelConfig, s: int, t: int) -> int:

@@ -1,8 +1,9 @@
 """Positional schemes behind one interface.
 
 Additive schemes (sinusoidal, learned) act on the scaled token embeddings in `embed`;
-rotary (RoPE) acts on queries and keys in `rotate`. The method a scheme does not use is
-the identity, so attention never branches on a scheme's name.
+rotary (RoPE) acts on queries and keys in `rotate` (one tensor) and `rotate_qkv` (the fused
+projection, which self-attention calls). The methods a scheme does not use are the
+identity, so attention never branches on a scheme's name.
 
 RoPE and cross-attention: RoPE is applied to the self-attention of both stacks only.
 In cross-attention a query is a target position and a key a source position; their
