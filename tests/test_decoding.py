@@ -200,7 +200,7 @@ class _TreeModel:
     def encode(self, src: torch.Tensor, src_pad: torch.Tensor) -> torch.Tensor:
         return torch.zeros(src.shape[0], src.shape[1], 1)
 
-    def new_state(self) -> _TreeModel._Prefixes:
+    def new_state(self, capacity: int = 16) -> _TreeModel._Prefixes:
         return _TreeModel._Prefixes()
 
     def decode(self, tgt, memory, src_pad, state):  # noqa: ANN001, ANN201
@@ -217,7 +217,7 @@ class _TreeModel:
             self.rows: list[list[int]] = []
             self.self_caches = [self]
 
-        def reorder(self, index: torch.Tensor) -> None:
+        def reorder(self, index: torch.Tensor, sources: torch.Tensor | None = None) -> None:
             self.rows = [list(self.rows[i]) for i in index.tolist()] if self.rows else []
 
 
@@ -316,3 +316,27 @@ def test_length_penalty_forms():
     assert DecodeConfig().length_norm == "length"  # the best at alpha 0.6 (README, Results)
     with pytest.raises(ConfigError, match="gnmt"):
         DecodeConfig(length_norm="fairseq")
+
+
+def test_beam_search_keeps_one_source_row_per_sentence(tiny_model_config):
+    """The beams of a sentence share its memory and cross-attention keys and values
+    (CrossAttention groups them): neither is expanded K times, also after sentences end."""
+    from t2.model.transformer import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config()).eval()
+    seen: list[tuple[int, int, int]] = []
+    decode = model.decode
+
+    def spy(tgt, memory, src_pad, state):  # noqa: ANN001, ANN202
+        out = decode(tgt, memory, src_pad, state)
+        seen.append((tgt.shape[0], memory.shape[0], state.cross_caches[0].k.shape[0]))
+        return out
+
+    model.decode = spy
+    src = torch.randint(3, 50, (3, 6), generator=torch.Generator().manual_seed(1))
+    src[1, 2:] = 0
+    beam_search(model, src, beam_size=4, lengths=torch.tensor([2, 5, 9]))
+    assert seen[0] == (3, 3, 3)
+    assert all(rows == 4 * sources and sources == cached for rows, sources, cached in seen[1:])
+    assert [s for _, s, _ in seen][-1] == 1  # the sentences with shorter limits have left

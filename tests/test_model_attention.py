@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import t2.model.attention as attention
-from t2.model.attention import KVCache, SelfAttention
+from t2.model.attention import CrossAttention, KVCache, SelfAttention
 from t2.model.positional import build_positional
 from t2.registry import ATTENTION
 
@@ -110,6 +110,51 @@ def test_kv_cache_appends_grows_and_reorders():
     cache.reorder(index)
     k, _ = cache.append(torch.zeros(3, 2, 1, 4), torch.zeros(3, 2, 1, 4))
     torch.testing.assert_close(k[:, :, :22], torch.cat(ks, dim=-2)[index])
+
+
+def test_kv_cache_reorder_reuses_the_freed_buffers_while_decoding():
+    """Beam search reorders every step at one batch size: the second reorder writes into
+    the buffers the first one freed (no fresh allocation), and the rows are right."""
+    cache = KVCache(capacity=12)  # a search that knows its length: no regrowth
+    cache.append(torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4))
+    first = cache.k.data_ptr()
+    rows = cache.k[:, :, :5].clone()
+    with torch.no_grad():
+        cache.reorder(torch.tensor([1, 1, 2]))
+        cache.reorder(torch.tensor([2, 0, 1]))
+    assert cache.k.data_ptr() == first and cache.k.shape == (3, 2, 12, 4)
+    torch.testing.assert_close(cache.k[:, :, :5], rows[[2, 1, 1]])
+    with torch.no_grad():
+        cache.reorder(torch.tensor([0, 2]))  # a sentence left: another size, new buffers
+    torch.testing.assert_close(cache.k[:, :, :5], rows[[2, 1]])
+
+
+def test_kv_cache_reorder_keeps_gradients():
+    """With autograd on (a cache over a model in training mode), reorder copies through
+    index_select, so gradients reach the rows kept."""
+    k = torch.randn(3, 2, 4, 4, requires_grad=True)
+    cache = KVCache()
+    cache.append(k, k * 2)
+    cache.reorder(torch.tensor([2, 2]))
+    cache.k[:, :, :4].sum().backward()
+    assert k.grad[2].eq(2).all() and k.grad[:2].eq(0).all()
+
+
+def test_cross_attention_groups_query_rows_over_one_source():
+    """g consecutive query rows (a sentence's beams) over one source row give what each
+    would get over its own copy of the source, cached or not; other multiples fail."""
+    torch.manual_seed(0)
+    attn = CrossAttention(16, 2, 0.0, True, "sdpa").eval()
+    memory, x = torch.randn(2, 5, 16), torch.randn(6, 1, 16)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    copies = attn(x, memory.repeat_interleave(3, 0), pad.repeat_interleave(3, 0))
+    torch.testing.assert_close(attn(x, memory, pad), copies, rtol=1e-6, atol=1e-6)
+    cache = KVCache()
+    attn(x, memory, pad, cache)
+    assert cache.k.shape[0] == 2 and cache.k.is_contiguous()
+    torch.testing.assert_close(attn(x, memory, pad, cache), copies, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="not a multiple"):
+        attn(torch.randn(5, 1, 16), memory, pad)
 
 
 @pytest.mark.parametrize("positional", ["none", "rope"])

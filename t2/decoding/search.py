@@ -117,7 +117,7 @@ def greedy_search(
     log_prob = torch.zeros(B, device=src.device)
     rows = torch.arange(B, device=src.device)  # original sentence of each active row
     last = torch.full((B,), BOS, dtype=torch.long, device=src.device)
-    state = model.new_state()
+    state = model.new_state(steps)
     shortest = int(max_len.min())  # rows at their maximum length from this step on
     for t in range(steps):
         lprobs = _next_logprobs(model, last, memory, src_pad, state)
@@ -210,29 +210,27 @@ class _Beams:
     scores: Tensor  # (N, W) summed log-probabilities of the live beams (W = 1 before step 1)
     tokens: Tensor  # (N, W, t) generated prefixes
     max_len: Tensor  # (N,)
-    memory: Tensor  # (N*W, S, D)
-    src_pad: Tensor  # (N*W, S)
+    memory: Tensor  # (N, S, D): one row per sentence, shared by its beams
+    src_pad: Tensor  # (N, S)
     fin: _Finished
     shortest: int = 0  # the least of max_len, read when sentences leave (a sync anyway)
 
     def __post_init__(self) -> None:
         self.shortest = int(self.max_len.min())
 
-    def follow(self, state: DecoderState, rows: Tensor, expand: bool) -> None:
-        """Reorder the cache to the chosen beams; after the first step also expand the
-        cross-attention cache, the memory and its mask from one row per sentence to K."""
-        if expand:
-            state.reorder(rows)
-            self.memory, self.src_pad = self.memory[rows], self.src_pad[rows]
-            return
-        for cache in state.self_caches:  # a sentence's beams share its cross-attention K/V
+    def follow(self, state: DecoderState, rows: Tensor) -> None:
+        """Reorder the self-attention caches to the chosen beams, (N*K,) rows; after the
+        first step this expands them from one row per sentence to K. The memory and the
+        cross-attention caches keep one row per sentence (CrossAttention groups the beams)."""
+        for cache in state.self_caches:
             cache.reorder(rows)
 
-    def keep(self, keep: Tensor, rows: Tensor) -> None:
+    def keep(self, state: DecoderState, keep: Tensor, rows: Tensor) -> None:
         """Keep sentences `keep` (N',) whose beam rows in the cache are `rows` (N'*K,)."""
+        state.reorder(rows, sources=keep)
         self.sent, self.scores, self.tokens = self.sent[keep], self.scores[keep], self.tokens[keep]
-        self.max_len, self.memory = self.max_len[keep], self.memory[rows]
-        self.src_pad = self.src_pad[rows]
+        self.max_len, self.memory = self.max_len[keep], self.memory[keep]
+        self.src_pad = self.src_pad[keep]
         self.fin.select(keep)
         self.shortest = int(self.max_len.min())
 
@@ -271,7 +269,7 @@ def beam_search(
     )  # fmt: skip
     results: list[tuple[Tensor, _Finished]] = []
     last = torch.full((B,), BOS, dtype=torch.long, device=dev)
-    state = model.new_state()
+    state = model.new_state(steps)
     for t in range(steps):
         n, width = beams.scores.shape
         lprobs = _next_logprobs(model, last, beams.memory, beams.src_pad, state).view(n, width, -1)
@@ -286,7 +284,7 @@ def beam_search(
         beams.tokens = torch.cat([prefix, next_tok[..., None]], dim=2)
         rows = (torch.arange(n, device=dev)[:, None] * width + beam).view(-1)  # (N*K,)
         last = next_tok.view(-1)
-        beams.follow(state, rows, expand=width == 1)
+        beams.follow(state, rows)
         full = fin.score[:, K - 1].gt(NEG_INF)
         if stopping != "first_k":  # exact: the bound at the maximum length; heuristic: now
             limit = beams.max_len if stopping == "exact" else torch.full_like(beams.max_len, t + 1)
@@ -299,8 +297,7 @@ def beam_search(
         if keep.numel() == 0:
             break
         keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).view(-1)  # (N'*K,)
-        state.reorder(keep_rows)
-        beams.keep(keep, keep_rows)
+        beams.keep(state, keep, keep_rows)
         last = last[keep_rows]
     return _collect(results, B, nbest, lp)
 

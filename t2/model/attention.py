@@ -115,11 +115,13 @@ class KVCache:
     k: Tensor | None = None
     v: Tensor | None = None
     length: int = 0
+    capacity: int = 16  # positions of the first buffer (a search knows its maximum length)
+    spare: tuple[Tensor, Tensor] | None = None  # buffers a reorder left, reused by the next
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         new = self.length + k.shape[-2]
         if self.k is None or new > self.k.shape[-2]:  # grow by doubling, amortised O(1)
-            capacity = max(2 * new, 16)
+            capacity = max(2 * new, self.capacity)
             shape = (*k.shape[:-2], capacity, k.shape[-1])
             big_k, big_v = k.new_empty(shape), v.new_empty(shape)
             if self.k is not None:
@@ -132,16 +134,23 @@ class KVCache:
         return self.k[..., :new, :], self.v[..., :new, :]
 
     def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index`; only the filled part of the buffers is copied."""
+        """Keep batch rows `index`; only the filled part of the buffers is copied, straight
+        into the buffers the previous reorder freed when the batch keeps its size (beam
+        search after every step): fresh ones would cost a page fault per 4 KiB."""
         if self.k is None:
             return
         n = self.length
-        k, v = (
-            self.k.new_empty((len(index), *self.k.shape[1:])),
-            self.v.new_empty((len(index), *self.v.shape[1:])),
-        )
-        k[..., :n, :] = self.k[..., :n, :].index_select(0, index)
-        v[..., :n, :] = self.v[..., :n, :].index_select(0, index)
+        if torch.is_grad_enabled() and (self.k.requires_grad or self.v.requires_grad):
+            self.k, self.v = (x[..., :n, :].index_select(0, index) for x in (self.k, self.v))
+            self.spare = None  # out= has no autograd, and saved views must stay unchanged
+            return
+        shape = (len(index), *self.k.shape[1:])
+        if self.spare is None or self.spare[0].shape != shape:
+            self.spare = (self.k.new_empty(shape), self.v.new_empty(shape))
+        k, v = self.spare
+        torch.index_select(self.k[..., :n, :], 0, index, out=k[..., :n, :])
+        torch.index_select(self.v[..., :n, :], 0, index, out=v[..., :n, :])
+        self.spare = (self.k, self.v) if self.k.shape == shape else None
         self.k, self.v = k, v
 
 
@@ -180,10 +189,15 @@ class _Attention(nn.Module):
         self.kernel = ATTENTION.get(kernel)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, pad: Tensor | None, causal: bool):
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, pad: Tensor | None, causal: bool, group: int = 1
+    ) -> Tensor:
+        """Attention of q (B * group, H, Tq, Dh) over k, v (B, H, Tk, Dh): `group`
+        consecutive query rows share one row of keys and values."""
         p = self.dropout if self.training else 0.0
-        out = self.kernel(q, k, v, pad, causal, p)  # (B, H, Tq, Dh)
-        return self.out_proj(rearrange(out, "b h t d -> b t (h d)"))
+        q = rearrange(q, "(b g) h t d -> b h (g t) d", g=group)
+        out = self.kernel(q, k, v, pad, causal, p)  # (B, H, group * Tq, Dh)
+        return self.out_proj(rearrange(out, "b h (g t) d -> (b g) t (h d)", g=group))
 
 
 class SelfAttention(_Attention):
@@ -213,7 +227,11 @@ class SelfAttention(_Attention):
 
 
 class CrossAttention(_Attention):
-    """Encoder-decoder attention; keys and values of the source are computed once per source."""
+    """Encoder-decoder attention; keys and values of the source are computed once per source.
+
+    The query batch may be a multiple of the source batch: `group` consecutive query rows
+    (beam search's beams of one sentence) then attend to one source row as `group` x Tq
+    queries, so its keys and values are neither copied per beam nor read once per beam."""
 
     fused = {"kv": 2}
 
@@ -224,7 +242,7 @@ class CrossAttention(_Attention):
 
     def forward(
         self,
-        x: Tensor,  # (B, Tq, D)
+        x: Tensor,  # (B * group, Tq, D)
         memory: Tensor,  # (B, S, D)
         key_padding: Tensor | None,
         cache: KVCache | None = None,
@@ -234,6 +252,10 @@ class CrossAttention(_Attention):
             k, v = cache.k, cache.v
         else:
             k, v = rearrange(self.kv(memory), "b s (n h d) -> n b h s d", n=2, h=self.n_heads)
-            if cache is not None:
+            if cache is not None:  # contiguous once, not copied by the kernel at every step
+                k, v = k.contiguous(), v.contiguous()
                 cache.k, cache.v, cache.length = k, v, k.shape[-2]
-        return self._attend(q, k, v, key_padding, False)
+        group = q.shape[0] // k.shape[0]
+        if group * k.shape[0] != q.shape[0]:
+            raise ValueError(f"{q.shape[0]} query rows are not a multiple of {k.shape[0]} sources")
+        return self._attend(q, k, v, key_padding, False, group)

@@ -32,13 +32,20 @@ class DecoderState:
     offset: int = 0
 
     @classmethod
-    def empty(cls, n_layers: int) -> DecoderState:
-        return cls([KVCache() for _ in range(n_layers)], [KVCache() for _ in range(n_layers)])
+    def empty(cls, n_layers: int, capacity: int = 16) -> DecoderState:
+        """Caches for `n_layers` layers whose self-attention buffers first hold `capacity`
+        positions (they double when a longer prefix comes)."""
+        selfs = [KVCache(capacity=capacity) for _ in range(n_layers)]
+        return cls(selfs, [KVCache() for _ in range(n_layers)])
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index` (beam search reorders hypotheses after every step)."""
-        for cache in (*self.self_caches, *self.cross_caches):
+    def reorder(self, index: Tensor, sources: Tensor | None = None) -> None:
+        """Keep target rows `index` of the self-attention caches and source rows `sources`
+        (default: `index`) of the cross-attention caches. Beam search reorders the
+        hypotheses after every step and keeps one source row per sentence for its beams."""
+        for cache in self.self_caches:
             cache.reorder(index)
+        for cache in self.cross_caches:
+            cache.reorder(index if sources is None else sources)
 
 
 class Transformer(nn.Module):
@@ -85,11 +92,12 @@ class Transformer(nn.Module):
     def decode(
         self,
         tgt_in: Tensor,  # (B, T): BOS + target prefix, or only the newest token with a state
-        memory: Tensor,  # (B, S, D)
-        src_pad: Tensor,  # (B, S), True at padding
+        memory: Tensor,  # (B / g, S, D)
+        src_pad: Tensor,  # (B / g, S), True at padding
         state: DecoderState | None = None,
     ) -> Tensor:
-        """Logits (B, T, V) of the next token at each target position."""
+        """Logits (B, T, V) of the next token at each target position. Each source row may
+        serve g consecutive target rows (beam search's beams of one sentence)."""
         offset = state.offset if state is not None else 0
         x = self._embed(self.tgt_embed, tgt_in, offset)
         for i, layer in enumerate(self.decoder):
@@ -109,5 +117,6 @@ class Transformer(nn.Module):
         src_pad = src.eq(self.pad_id)
         return self.decode(tgt_in, self.encode(src, src_pad), src_pad)
 
-    def new_state(self) -> DecoderState:
-        return DecoderState.empty(len(self.decoder))
+    def new_state(self, capacity: int = 16) -> DecoderState:
+        """An empty decoding state; `capacity`: the longest prefix expected (BOS included)."""
+        return DecoderState.empty(len(self.decoder), capacity)
