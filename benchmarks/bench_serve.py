@@ -57,7 +57,9 @@ from t2.model.transformer import Transformer  # noqa: E402
 from t2.progress import Progress  # noqa: E402
 from t2.recipes import load_config  # noqa: E402
 
-ENGINES = ("hf", "t2", "ct2_float32", "ct2_int8")
+ENGINES = ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8")
+# *_bf16: every weight in bfloat16 (MarianMTModel.to(torch.bfloat16), t2 --precision bfloat16),
+# compared with HF in float32 and with HF in bfloat16; CTranslate2 has no bfloat16 on a CPU
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -149,14 +151,19 @@ def ct2_runner(tokenizer):
     return run
 
 
+def forced(model: Transformer) -> Transformer:
+    """A copy of `model` that never ends before the forced length (bench_decode's rule)."""
+    out = copy.deepcopy(model)
+    original_project, eos = out.project, torch.tensor([EOS])
+    out.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
+    return out
+
+
 def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict]:
     cfg = load_config(recipe, args.set).model
     mcfg = replace(cfg, vocab_size=len(tokenizer), dropout=0.0)
     torch.manual_seed(0)
     model = Transformer(mcfg).eval()
-    t2_model = copy.deepcopy(model)  # EOS masked until the forced length (bench_decode's rule)
-    original_project, eos = t2_model.project, torch.tensor([EOS])
-    t2_model.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
     wanted = args.engines.split(",")
     runner = ct2_runner(tokenizer)
 
@@ -165,11 +172,19 @@ def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict]:
 
     build = {
         "hf": lambda: (run_hf, marian(mcfg)),
-        "t2": lambda: (run_t2, t2_model),
+        "t2": lambda: (run_t2, forced(model)),
+        "hf_bf16": lambda: (run_hf, marian(mcfg).to(torch.bfloat16)),
+        "t2_bf16": lambda: (run_t2, forced(copy.deepcopy(model).to(torch.bfloat16))),
         "ct2_float32": lambda: ct2("float32"),
         "ct2_int8": lambda: ct2("int8"),
     }
     return mcfg, {name: build[name]() for name in ENGINES if name in wanted}
+
+
+def peer_of(name: str, runs: dict) -> str | None:
+    """The HF run an engine is compared with at its own precision (bf16 with bf16)."""
+    peer = "hf_bf16" if name.endswith("_bf16") else "hf"
+    return peer if peer in runs else None
 
 
 def time_engines(engines: dict, work: tuple, args) -> dict[str, Runs]:
@@ -192,19 +207,32 @@ def time_engines(engines: dict, work: tuple, args) -> dict[str, Runs]:
     return runs
 
 
+def ratios(name: str, runs: dict[str, Runs], speed) -> tuple[float | None, float | None]:  # noqa: ANN001
+    """An engine's speed over HF float32's and over HF's at the engine's own precision;
+    `speed(runs)` is what is compared (1 / median wall time, or tokens/s)."""
+    hf = speed(runs["hf"]) if "hf" in runs else None
+    peer = peer_of(name, runs)
+    own = speed(runs[name])
+    return (own / hf if hf else None), (own / speed(runs[peer]) if peer else None)
+
+
+def fmt_ratio(ratio: float | None) -> str:
+    return "" if ratio is None else f"{ratio:6.2f}x"
+
+
 def report(recipe: str, mcfg: ModelConfig, runs: dict[str, Runs]) -> list[dict]:
-    base = runs.get("hf")
     records = []
     for name, r in runs.items():
         tok_s = r.tokens / r.median
-        ratio = base.median / r.median if base else None
+        ratio, same = ratios(name, runs, lambda x: 1.0 / x.median)
         print(f"{recipe:16} {name:12} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
-              f"{tok_s:9.1f} {'' if ratio is None else f'{ratio:6.2f}x':>7} {r.peak_mib:9.1f}",
+              f"{tok_s:9.1f} {fmt_ratio(ratio):>7} {fmt_ratio(same):>9} {r.peak_mib:9.1f}",
               flush=True)  # fmt: skip
         records.append({"recipe": recipe, "engine": name, "positional": mcfg.positional,
                         "norm": mcfg.norm, "ffn": mcfg.ffn, "d_model": mcfg.d_model,
                         "layers": mcfg.n_encoder_layers, "median_s": r.median, "walls_s": r.walls,
                         "tokens": r.tokens, "tokens_per_s": tok_s, "ratio_to_hf": ratio,
+                        "ratio_to_hf_same_precision": same, "peer": peer_of(name, runs),
                         "peak_mib": r.peak_mib})  # fmt: skip
     return records
 
@@ -213,7 +241,7 @@ class PeerEngine:
     """A trained MarianMTModel decoded by generate(), batched and sorted as t2 batches, with
     the BPE it was trained with, which must be the t2 run's (train_peer.py trains the same)."""
 
-    def __init__(self, folder: Path, beam: int, tokenizer) -> None:
+    def __init__(self, folder: Path, beam: int, tokenizer, dtype=torch.float32) -> None:  # noqa: ANN001
         from tokenizers import Tokenizer
         from transformers import MarianMTModel
 
@@ -221,7 +249,7 @@ class PeerEngine:
         if vocab != tokenizer.get_vocab():
             sys.exit(f"error: {folder}/tokenizer is not the t2 run's BPE; train the peer with "
                      f"benchmarks/train_peer.py on the run's recipe")  # fmt: skip
-        self.model = MarianMTModel.from_pretrained(folder / "model").eval()
+        self.model = MarianMTModel.from_pretrained(folder / "model").to(dtype).eval()
         self.tokenizer, self.beam = tokenizer, beam
 
     @torch.no_grad()
@@ -256,12 +284,17 @@ def trained(args) -> list[dict]:
     t2 = T2Engine(args.trained)
     decode = replace(t2.cfg.decode, beam_size=args.beam, lenpen=0.6, length_norm="length",
                      batch_size=args.batch_size, nbest=1)  # fmt: skip
+    wanted = args.engines.split(",")
     engines = {"hf": PeerEngine(Path(args.peer), args.beam, t2.tokenizer), "t2": t2}
+    if "hf_bf16" in wanted:
+        engines["hf_bf16"] = PeerEngine(Path(args.peer), args.beam, t2.tokenizer, torch.bfloat16)
+    if "t2_bf16" in wanted:
+        engines["t2_bf16"] = T2Engine(args.trained, precision="bfloat16")
     for quant in ("float32", "int8"):
-        if f"ct2_{quant}" in args.engines.split(","):
+        if f"ct2_{quant}" in wanted:
             folder = Path(tempfile.mkdtemp(prefix=f"t2-ct2-{quant}-")) / "export"
             engines[f"ct2_{quant}"] = open_engine(export_run(args.trained, folder, quant), "ct2")
-    engines = {k: v for k, v in engines.items() if k in args.engines.split(",")}
+    engines = {k: v for k, v in engines.items() if k in wanted}
     print(f"CPU, {args.threads} threads; torch {torch.__version__}; {len(sources)} sentences of "
           f"{args.src}; beam {args.beam}, length penalty 0.6, batch {args.batch_size}; "
           f"{args.repeats} interleaved runs per engine after a warm-up")  # fmt: skip
@@ -278,20 +311,22 @@ def trained(args) -> list[dict]:
                 runs[name].peak_mib = max(runs[name].peak_mib, peak.mib)
                 progress.update(1)
     print(f"{'engine':12} {'median':>7} {'range s':13} {'tokens':>7} {'tokens/s':>9} "
-          f"{'vs hf':>7} {'BLEU':>6} {'chrF':>6} {'peak MiB':>9}")  # fmt: skip
+          f"{'vs hf':>7} {'same type':>9} {'BLEU':>6} {'chrF':>6} {'peak MiB':>9}")  # fmt: skip
     records = []
     for name, r in runs.items():
         encoded = t2.tokenizer(outputs[name], add_special_tokens=False)["input_ids"]
         r.tokens = sum(map(len, encoded))
+    for name, r in runs.items():
         tok_s = r.tokens / r.median
-        ratio = tok_s / (runs["hf"].tokens / runs["hf"].median) if "hf" in runs else None
+        ratio, same = ratios(name, runs, lambda x: x.tokens / x.median)
         scores = score_corpus(outputs[name], [refs]).to_dict()
-        vs = "" if ratio is None else f"{ratio:6.2f}x"
         print(f"{name:12} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
-              f"{r.tokens:7d} {tok_s:9.1f} {vs:>7} {scores['bleu']:6.2f} {scores['chrf']:6.2f} "
-              f"{r.peak_mib:9.1f}", flush=True)  # fmt: skip
+              f"{r.tokens:7d} {tok_s:9.1f} {fmt_ratio(ratio):>7} {fmt_ratio(same):>9} "
+              f"{scores['bleu']:6.2f} {scores['chrf']:6.2f} {r.peak_mib:9.1f}",
+              flush=True)  # fmt: skip
         records.append({"engine": name, "median_s": r.median, "walls_s": r.walls,
                         "tokens": r.tokens, "tokens_per_s": tok_s, "ratio_to_hf": ratio,
+                        "ratio_to_hf_same_precision": same, "peer": peer_of(name, runs),
                         "bleu": scores["bleu"], "chrf": scores["chrf"],
                         "bleu_signature": scores["bleu_signature"],
                         "peak_mib": r.peak_mib})  # fmt: skip
@@ -319,7 +354,7 @@ def synthetic(args) -> list[dict]:
           f"tokens + EOS each; beam {args.beam}, batch {args.batch_size}; {args.repeats} "
           f"interleaved runs per engine")  # fmt: skip
     print(f"{'recipe':16} {'engine':12} {'median':>7} {'range s':13} {'tokens/s':>9} "
-          f"{'vs hf':>7} {'peak MiB':>9}")  # fmt: skip
+          f"{'vs hf':>7} {'same type':>9} {'peak MiB':>9}")  # fmt: skip
     records = []
     for recipe in args.recipes.split(","):
         mcfg, engines = engines_for(recipe, args, tokenizer)

@@ -43,13 +43,19 @@ def test_bench_serve_times_every_engine_on_equal_work(tmp_path, single_thread, c
     assert json.loads(out.read_text()) == records
     engines = {(r["recipe"], r["engine"]) for r in records}
     assert engines == {(rec, e) for rec in ("base", "v2_rope_rmsnorm")
-                       for e in ("hf", "t2", "ct2_float32", "ct2_int8")}  # fmt: skip
+                       for e in ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32",
+                                 "ct2_int8")}  # fmt: skip
     assert {r["tokens"] for r in records} == {6 * (5 + 1)}  # every engine: 5 tokens + EOS each
     for r in records:
         assert len(r["walls_s"]) == 2 and r["tokens_per_s"] == pytest.approx(
             r["tokens"] / r["median_s"]
         )
         assert r["engine"] != "hf" or r["ratio_to_hf"] == 1.0
+        peer = "hf_bf16" if r["engine"].endswith("_bf16") else "hf"
+        assert r["peer"] == peer and r["ratio_to_hf_same_precision"] == pytest.approx(
+            next(p["median_s"] for p in records if (p["recipe"], p["engine"]) ==
+                 (r["recipe"], peer)) / r["median_s"]
+        )  # fmt: skip
     v2 = next(r for r in records if r["recipe"] == "v2_rope_rmsnorm")
     assert (v2["positional"], v2["norm"], v2["ffn"]) == ("rope", "rmsnorm", "swiglu")
     assert "ct2_int8" in capsys.readouterr().out
@@ -58,7 +64,10 @@ def test_bench_serve_times_every_engine_on_equal_work(tmp_path, single_thread, c
 def test_bench_serve_rejects_an_unknown_engine(capsys):
     with pytest.raises(SystemExit):
         load("bench_serve").parse_args(["--engines", "t2,onnx"])
-    assert "unknown engine 'onnx'; valid: hf, t2, ct2_float32, ct2_int8" in capsys.readouterr().err
+    assert (
+        "unknown engine 'onnx'; valid: hf, t2, hf_bf16, t2_bf16, ct2_float32, ct2_int8"
+        in capsys.readouterr().err
+    )
 
 
 @needs_data
@@ -126,13 +135,14 @@ def test_bench_serve_times_trained_models_decoding_freely(tmp_path, toy, single_
     records = serve.main(argv)
     assert json.loads(out.read_text()) == records
     by = {r["engine"]: r for r in records}
-    assert set(by) == {"hf", "t2", "ct2_float32", "ct2_int8"}
-    assert by["hf"]["ratio_to_hf"] == 1.0
+    assert set(by) == {"hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8"}
+    assert by["hf"]["ratio_to_hf"] == 1.0 and by["t2_bf16"]["peer"] == "hf_bf16"
     for r in records:
         assert len(r["walls_s"]) == 2 and r["tokens"] > 0 and 0 <= r["bleu"] <= 100 + 1e-9
         assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["median_s"])
     # the trained toy model translates; its float32 export as t2 does (the untrained peer not)
     assert by["t2"]["bleu"] > 50 and abs(by["ct2_float32"]["bleu"] - by["t2"]["bleu"]) < 10
+    assert abs(by["t2_bf16"]["bleu"] - by["t2"]["bleu"]) < 10
 
 
 def test_bench_serve_trained_needs_its_inputs(capsys):

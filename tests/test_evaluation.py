@@ -87,6 +87,7 @@ def test_evaluate_writes_hyps_and_scores_that_sacrebleu_confirms(toy, files, tmp
     saved = json.loads((tmp_path / "scores.json").read_text())
     assert saved == report
     assert saved["decode"]["beam_size"] == 3 and saved["n_sentences"] == 24
+    assert saved["precision"] == "as stored" and saved["engine"] == "t2"
     signatures = [saved["bleu_signature"], saved["chrf_signature"]]
     cli = sacrebleu_cli(files[1], tmp_path / "hyps.txt")
     assert_same_as_cli(saved["bleu"], saved["chrf"], signatures, cli)

@@ -67,3 +67,26 @@ def test_input_that_is_not_utf8_and_a_missing_output_folder_fail_in_one_line(toy
     missing = str(tmp_path / "no" / "out.txt")
     result = run_script("--checkpoint", str(run), "--output", missing, stdin="a\n")
     assert result.returncode == 2 and "output folder of" in result.stderr, result.stderr
+
+
+def test_bfloat16_decoding_casts_the_model_and_translates_as_float32(toy, tmp_path):
+    """--precision bfloat16 decodes with every weight in bfloat16; on the confident toy model
+    the translations are float32's, and an unknown precision fails listing the valid ones."""
+    import torch
+
+    from t2.errors import ConfigError
+    from t2.serve.engine import open_engine
+
+    run, model, tokenizer = toy
+    lines = [s for s, _ in toy_pairs(20, seed=12)]
+    engine = open_engine(run, "t2", precision="bfloat16")
+    assert {p.dtype for p in engine.model.parameters()} == {torch.bfloat16}
+    decode = DecodeConfig(beam_size=2)
+    assert engine.translate(lines, decode) == translate(model, tokenizer, lines, decode)
+    assert next(model.parameters()).dtype == torch.float32  # the shared toy model untouched
+    result = run_script("--checkpoint", str(run), "--precision", "bfloat16", "--beam", "2",
+                        stdin="\n".join(lines[:3]) + "\n")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == translate(model, tokenizer, lines[:3], decode)
+    with pytest.raises(ConfigError, match="valid choices: float32, bfloat16, float16"):
+        open_engine(run, "t2", precision="int4")

@@ -246,6 +246,8 @@ def test_a_quantized_export_loads_and_translates(toy, exported, tmp_path, quant)
     a = open_engine(full, "ct2").translate(sentences, greedy)
     b = open_engine(out, "ct2").translate(sentences, greedy)
     assert sum(x == y for x, y in zip(a, b, strict=True)) >= 90  # the toy task, nearly all
+    computed = open_engine(out, "ct2", precision="float32").translator.compute_type
+    assert computed == "float32"  # --precision: CTranslate2's compute type at load
 
 
 def test_a_component_ctranslate2_cannot_express_fails_in_one_line(

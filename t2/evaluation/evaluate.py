@@ -159,6 +159,7 @@ class EvalOptions:
     show: int = 10
     device: str = "cpu"
     engine: str = "t2"  # t2: the run's checkpoint; ct2: a CTranslate2 export (t2/serve)
+    precision: str | None = None  # t2.serve.PRECISIONS; None: as stored
 
 
 def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
@@ -171,7 +172,8 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
     """Translate a test set, score it with sacreBLEU, write hyps.txt and scores.json."""
     from t2.serve.engine import open_engine  # t2.serve imports this module
 
-    engine = open_engine(opts.checkpoint, opts.engine, opts.average_last, opts.device)
+    engine = open_engine(opts.checkpoint, opts.engine, opts.average_last, opts.device,
+                         opts.precision)  # fmt: skip
     cfg, ckpt = engine.cfg, engine.ckpt
     data = choose_testset(cfg, opts.src, opts.ref, opts.testset, opts.langpair)
     decode = decode_settings(cfg.decode, opts)
@@ -195,6 +197,7 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
         "average_last": opts.average_last,
         "device": str(opts.device),
         "engine": opts.engine,
+        "precision": opts.precision or "as stored",
     }
     (out / "scores.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print_report(report, data, hyps, opts.show, out)

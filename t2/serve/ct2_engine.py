@@ -39,7 +39,7 @@ def _device(device: str) -> tuple[str, int]:
 class Ct2Engine(Engine):
     """A CTranslate2 export folder (model.bin, its tokenizer and t2_export.json)."""
 
-    def __init__(self, path: str | Path, device: str = "cpu") -> None:
+    def __init__(self, path: str | Path, device: str = "cpu", precision: str | None = None) -> None:
         require_ctranslate2()
         import ctranslate2
         import torch
@@ -49,8 +49,9 @@ class Ct2Engine(Engine):
         self.tokenizer = load_tokenizer(path)
         name, index = _device(device)
         self.translator = ctranslate2.Translator(
-            str(path), device=name, device_index=index, intra_threads=torch.get_num_threads()
-        )
+            str(path), device=name, device_index=index, intra_threads=torch.get_num_threads(),
+            compute_type=precision or "default",  # default: the export's --quantization
+        )  # fmt: skip
         self.max_positions: int | None = self.meta["max_positions"]
         self._noted = False
 

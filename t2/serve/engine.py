@@ -14,7 +14,7 @@ from typing import Any
 
 from t2.config import Config, DecodeConfig
 from t2.errors import CheckpointError, ConfigError
-from t2.serve import ENGINES
+from t2.serve import ENGINES, PRECISIONS
 
 NBest = list[list[tuple[str, float]]]
 
@@ -50,10 +50,17 @@ class Engine(ABC):
 class T2Engine(Engine):
     """t2's own greedy and beam search (t2.decoding) over a checkpoint."""
 
-    def __init__(self, path: str | Path, average_last: int = 0, device: str = "cpu") -> None:
+    def __init__(
+        self, path: str | Path, average_last: int = 0, device: str = "cpu",
+        precision: str | None = None,
+    ) -> None:  # fmt: skip
+        import torch
+
         from t2.rundir import load_run
 
         self.model, self.cfg, self.tokenizer, self.ckpt = load_run(path, average_last, device)
+        if precision is not None:  # every weight and table in that type (log-softmax in fp32)
+            self.model = self.model.to(getattr(torch, precision))
         self.device = device
 
     def translate_nbest(
@@ -66,17 +73,22 @@ class T2Engine(Engine):
 
 
 def open_engine(path: str | Path, engine: str = "t2", average_last: int = 0,
-                device: str = "cpu") -> Engine:  # fmt: skip
+                device: str = "cpu", precision: str | None = None) -> Engine:  # fmt: skip
     """The engine that translates with `path`: a run directory or checkpoint (t2), or an
-    export folder (ct2)."""
+    export folder (ct2); `precision` (PRECISIONS) is the type it computes in, None: as
+    stored."""
     from t2.serve.ct2 import is_export
 
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}; valid choices: {', '.join(ENGINES)}")
+    if precision is not None and precision not in PRECISIONS:
+        raise ConfigError(
+            f"unknown precision {precision!r}; valid choices: {', '.join(PRECISIONS)}"
+        )
     if engine == "t2":
         if is_export(path):
             raise CheckpointError(f"{path} is a CTranslate2 export; pass --engine ct2")
-        return T2Engine(path, average_last, device)
+        return T2Engine(path, average_last, device, precision)
     if average_last:
         raise ConfigError(
             "--average-last averages training checkpoints; average when exporting: "
@@ -84,4 +96,4 @@ def open_engine(path: str | Path, engine: str = "t2", average_last: int = 0,
         )
     from t2.serve.ct2_engine import Ct2Engine
 
-    return Ct2Engine(path, device)
+    return Ct2Engine(path, device, precision)
