@@ -340,3 +340,17 @@ def test_beam_search_keeps_one_source_row_per_sentence(tiny_model_config):
     assert seen[0] == (3, 3, 3)
     assert all(rows == 4 * sources and sources == cached for rows, sources, cached in seen[1:])
     assert [s for _, s, _ in seen][-1] == 1  # the sentences with shorter limits have left
+
+
+def test_search_scratch_reuses_one_log_probability_buffer():
+    """Every step's float32 log-probabilities go to one buffer, a prefix of it once sentences
+    have left; a wider vocabulary or more rows get a new one."""
+    from t2.decoding.search import _Scratch
+
+    scratch = _Scratch(8)
+    first = scratch.take(torch.zeros(8, 5, dtype=torch.bfloat16))
+    assert first.dtype == torch.float32 and first.shape == (8, 5)
+    later = scratch.take(torch.zeros(3, 5))
+    assert later.data_ptr() == first.data_ptr() and later.shape == (3, 5)
+    assert scratch.take(torch.zeros(9, 5)).shape == (9, 5) and scratch.rows == 9
+    assert scratch.take(torch.zeros(2, 7)).shape == (2, 7)

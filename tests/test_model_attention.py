@@ -77,6 +77,19 @@ def test_sdpa_paths_chosen_by_key_count_agree_with_formula(monkeypatch, case, ma
         torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
 
 
+def test_the_cpu_formula_rule_by_keys_queries_and_type():
+    """Which CPU calls take the formula: many queries up to 128 keys; one query from 16 keys
+    in float32 and from 1 key in bfloat16 (where SDPA's single-query path is 3-4x slower)."""
+
+    def formula(tq: int, tk: int, dtype: torch.dtype = torch.float32) -> bool:
+        q, k = torch.zeros(1, 1, tq, 8, dtype=dtype), torch.zeros(1, 1, tk, 8, dtype=dtype)
+        return attention._formula_is_faster(q, k)
+
+    assert formula(32, 32) and formula(2, 128) and not formula(32, 129)
+    assert formula(1, 16) and not formula(1, 15) and not formula(1, 200)
+    assert formula(1, 1, torch.bfloat16) and not formula(1, 129, torch.bfloat16)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_kernels_agree_with_each_other(case):
     tq, tk, pad, causal = CASES[case]

@@ -67,12 +67,30 @@ def max_lengths(model: Transformer, src: Tensor, max_len_a: float, max_len_b: in
     return out
 
 
+class _Scratch:
+    """One float32 (rows, V) buffer for a whole search's log-probabilities: a fresh one every
+    step costs more in page faults than the log-softmax itself (4 ms against 0.3 for 128 x
+    8,000 on a 2-core CPU)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows, self.buffer = rows, None
+
+    def take(self, logits: Tensor) -> Tensor:
+        n, vocab = logits.shape
+        if self.buffer is None or self.buffer.shape[1] != vocab or n > self.rows:
+            self.rows = max(self.rows, n)
+            self.buffer = logits.new_empty((self.rows, vocab), dtype=torch.float32)
+        return self.buffer[:n]
+
+
 def _next_logprobs(
-    model: Transformer, last: Tensor, memory: Tensor, src_pad: Tensor, state: DecoderState
-) -> Tensor:
-    """Log-probabilities (N, V) of the next token in fp32; PAD and BOS are never generated."""
+    model: Transformer, last: Tensor, memory: Tensor, src_pad: Tensor, state: DecoderState,
+    scratch: _Scratch,
+) -> Tensor:  # fmt: skip
+    """Log-probabilities (N, V) of the next token in fp32, written into `scratch`; PAD and
+    BOS are never generated."""
     logits = model.decode(last[:, None], memory, src_pad, state)[:, -1]  # (N, V)
-    lprobs = F.log_softmax(logits.float(), dim=-1)
+    lprobs = torch.log_softmax(logits, dim=-1, dtype=torch.float32, out=scratch.take(logits))
     lprobs[:, (PAD, BOS)] = NEG_INF
     return lprobs
 
@@ -117,10 +135,10 @@ def greedy_search(
     log_prob = torch.zeros(B, device=src.device)
     rows = torch.arange(B, device=src.device)  # original sentence of each active row
     last = torch.full((B,), BOS, dtype=torch.long, device=src.device)
-    state = model.new_state(steps)
+    state, scratch = model.new_state(steps), _Scratch(B)
     shortest = int(max_len.min())  # rows at their maximum length from this step on
     for t in range(steps):
-        lprobs = _next_logprobs(model, last, memory, src_pad, state)
+        lprobs = _next_logprobs(model, last, memory, src_pad, state, scratch)
         if t >= shortest:
             lprobs = _force_eos(lprobs, t >= max_len)
         best, last = lprobs.max(dim=-1)  # (N,)
@@ -192,9 +210,10 @@ def _ended_candidates(tokens: Tensor, beam: Tensor, top_tok: Tensor, steps: int)
 
 def _top_candidates(scores: Tensor, lprobs: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
     """The 2k best extensions of each sentence's beams: scores, beam index and token, (N, 2k).
-    scores: (N, W) of W live beams; lprobs: (N, W, V). Missing candidates score -inf."""
+    scores: (N, W) of W live beams; lprobs: (N, W, V), overwritten with the candidates'
+    summed log-probabilities. Missing candidates score -inf."""
     n, width, vocab = lprobs.shape
-    total = (scores[..., None] + lprobs).view(n, width * vocab)
+    total = lprobs.add_(scores[..., None]).view(n, width * vocab)
     top, flat = total.topk(min(2 * k, width * vocab), dim=1)
     if top.shape[1] < 2 * k:  # a vocabulary smaller than 2k: pad with impossible candidates
         top = F.pad(top, (0, 2 * k - top.shape[1]), value=NEG_INF)
@@ -269,10 +288,11 @@ def beam_search(
     )  # fmt: skip
     results: list[tuple[Tensor, _Finished]] = []
     last = torch.full((B,), BOS, dtype=torch.long, device=dev)
-    state = model.new_state(steps)
+    state, scratch = model.new_state(steps), _Scratch(B * K)
     for t in range(steps):
         n, width = beams.scores.shape
-        lprobs = _next_logprobs(model, last, beams.memory, beams.src_pad, state).view(n, width, -1)
+        lprobs = _next_logprobs(model, last, beams.memory, beams.src_pad, state, scratch)
+        lprobs = lprobs.view(n, width, -1)
         if t >= beams.shortest:  # some sentence is at its maximum length (known on the host)
             lprobs = _force_eos(lprobs, t >= beams.max_len)
         top, beam, top_tok = _top_candidates(beams.scores, lprobs, K)

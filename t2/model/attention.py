@@ -44,16 +44,19 @@ def _bool_mask(
 # takes 22.8 ms with flash in bf16, 12.6 with SDPA's math backend, 5.6 with the formula,
 # which also saves less (fp32: 12.5 / 8.6 / 8.0); a decoding step (one query, 128 rows)
 # over 32 keys 1,054 us with SDPA and 468 with the formula, but 159 against 295 over 4
-# keys, so single queries take the formula from 16 keys on. From 256 keys SDPA wins.
+# keys, so single queries in float32 take the formula from 16 keys on. In bfloat16 SDPA's
+# single-query steps are 3-4x slower than the formula at every length (654 against 217 us
+# over 1 key, 1,919 against 468 over 16). From 256 keys SDPA wins.
 CPU_FORMULA_MAX_KEYS = 128
-CPU_FORMULA_MIN_KEYS_ONE_QUERY = 16
+CPU_FORMULA_MIN_KEYS_ONE_QUERY = 16  # float32; below 16 bits, from 1 key
 
 
 def _formula_is_faster(q: Tensor, k: Tensor) -> bool:
     keys = k.shape[-2]
     if q.device.type != "cpu" or keys > CPU_FORMULA_MAX_KEYS:
         return False
-    return q.shape[-2] > 1 or keys >= CPU_FORMULA_MIN_KEYS_ONE_QUERY
+    few_keys = keys < CPU_FORMULA_MIN_KEYS_ONE_QUERY and q.dtype == torch.float32
+    return q.shape[-2] > 1 or not few_keys
 
 
 @ATTENTION.register("sdpa")
