@@ -117,13 +117,20 @@ def t2_config(args: argparse.Namespace, vocab: int, dropout: float = 0.0) -> Mod
     )  # fmt: skip
 
 
+def eos_masked(model: Transformer) -> Transformer:
+    """`model`, changed in place so that it never emits EOS (the forced length ends the
+    search); load weights and change the dtype first."""
+    original_project = model.project
+    eos = torch.tensor([EOS], device=next(model.parameters()).device)
+    model.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
+    return model
+
+
 def build_models(args: argparse.Namespace, vocab: int):
     from transformers import MarianMTModel
 
     torch.manual_seed(0)
-    t2_model = Transformer(t2_config(args, vocab)).to(args.device).eval()
-    original_project, eos = t2_model.project, torch.tensor([EOS], device=args.device)
-    t2_model.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
+    t2_model = eos_masked(Transformer(t2_config(args, vocab)).to(args.device).eval())
     hf_model = MarianMTModel(marian_config(args, vocab)).to(args.device).eval()
     return t2_model, hf_model
 

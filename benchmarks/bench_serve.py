@@ -48,10 +48,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_decode, beside this file
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from bench_decode import PeakMemory, newstest_sources, run_hf, run_t2  # noqa: E402
+from bench_decode import PeakMemory, eos_masked, newstest_sources, run_hf, run_t2  # noqa: E402
 
 from t2.config import Config, ModelConfig  # noqa: E402
-from t2.data.tokenizer import EOS, SPECIALS  # noqa: E402
+from t2.data.tokenizer import SPECIALS  # noqa: E402
 from t2.evaluation.evaluate import length_batches  # noqa: E402
 from t2.model.transformer import Transformer  # noqa: E402
 from t2.progress import Progress  # noqa: E402
@@ -151,14 +151,6 @@ def ct2_runner(tokenizer):
     return run
 
 
-def forced(model: Transformer) -> Transformer:
-    """A copy of `model` that never ends before the forced length (bench_decode's rule)."""
-    out = copy.deepcopy(model)
-    original_project, eos = out.project, torch.tensor([EOS])
-    out.project = lambda h: original_project(h).index_fill(-1, eos, float("-inf"))
-    return out
-
-
 def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict]:
     cfg = load_config(recipe, args.set).model
     mcfg = replace(cfg, vocab_size=len(tokenizer), dropout=0.0)
@@ -172,9 +164,9 @@ def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict]:
 
     build = {
         "hf": lambda: (run_hf, marian(mcfg)),
-        "t2": lambda: (run_t2, forced(model)),
+        "t2": lambda: (run_t2, eos_masked(copy.deepcopy(model))),
         "hf_bf16": lambda: (run_hf, marian(mcfg).to(torch.bfloat16)),
-        "t2_bf16": lambda: (run_t2, forced(copy.deepcopy(model).to(torch.bfloat16))),
+        "t2_bf16": lambda: (run_t2, eos_masked(copy.deepcopy(model).to(torch.bfloat16))),
         "ct2_float32": lambda: ct2("float32"),
         "ct2_int8": lambda: ct2("int8"),
     }
