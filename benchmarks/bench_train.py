@@ -20,8 +20,10 @@ Timing: after --warmup-rounds untimed rounds, --rounds rounds of A then B (each 
 --steps-per-round steps of one engine), so that a change in the machine's load hits both.
 Per engine: the median and range over rounds of source+target tokens/s and s/step, peak
 resident memory above the loaded model (glibc's free memory returned to the system first),
-achieved GFLOP/s from t2.model.flops (the same formula for both: the same matmuls); and the
-ratio of medians, t2 over the peer. Also: a float32 (and bf16) matmul's GFLOP/s measured in
+achieved GFLOP/s from t2.model.flops (the same formula for both: the same matmuls); the
+ratio of medians, t2 over the peer; and the paired ratios, t2 over the peer within each round
+(both engines ran the same batches under the same load), whose range shows how much the
+machine's noise moves the ratio. Also: a float32 (and bf16) matmul's GFLOP/s measured in
 the same run, the machine's practical peak, and MFU on a GPU of known peak.
 --breakdown adds report 001's table: forward, backward and optimizer time per step of t2.
 --scaling prints, instead of the comparison, how t2's tokens/s and peak memory grow with the
@@ -269,15 +271,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
                       f"{gflops * 1e9 / peaks[precision]:6.1%} {r.peak_mib:9.0f}")  # fmt: skip
             t2, peer = rounds["t2"], rounds["marian"]
             ratio = statistics.median(t2.tokens_per_s) / statistics.median(peer.tokens_per_s)
+            paired = [a / b for a, b in zip(t2.tokens_per_s, peer.tokens_per_s, strict=True)]
             memory = t2.peak_mib / peer.peak_mib if peer.peak_mib > 0 else None
-            print(f"{'':16} {precision:5} t2/marian: {ratio:.2f}x tokens/s, peak memory "
+            print(f"{'':16} {precision:5} t2/marian: {ratio:.2f}x tokens/s (per round: "
+                  f"{spread(paired, '.2f')}), peak memory "
                   f"{'n/a' if memory is None else f'{memory:.2f}x'}; warm-up {t2.warmup_s:.1f} "
                   f"s / {peer.warmup_s:.1f} s", flush=True)  # fmt: skip
             peak = gpu_peak()
             records.append({
                 "recipe": recipe, "precision": precision, "device": describe_device(args.threads),
                 "d_model": cfg.model.d_model, "layers": cfg.model.n_encoder_layers,
-                "max_tokens": args.max_tokens, "ratio": ratio, "peak_memory_ratio": memory,
+                "max_tokens": args.max_tokens, "ratio": ratio, "ratio_rounds": paired,
+                "peak_memory_ratio": memory,
                 "matmul_flops_per_s": peaks[precision],
                 **{f"{name}_{key}": value for name, r in rounds.items()
                    for key, value in vars(r).items()},

@@ -154,8 +154,13 @@ class Rounds:
 
 
 def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: bool) -> float:
-    """Run n steps; record their figures in `out` (if given); return the wall time."""
-    release_free_memory()
+    """Run n steps; record their figures in `out` (if given); return the wall time.
+
+    Freed heap pages go back to the system only before a round that measures memory (its
+    peak counts from a trimmed heap); a training loop does not trim, and every trimmed page
+    costs a page fault when it is touched again, so timed rounds keep the heap as it is."""
+    if measure_memory:
+        release_free_memory()
     with PeakMemory(str(device())) if measure_memory else nullcontext() as peak:
         sync()
         start, tokens, flops = time.perf_counter(), 0, 0

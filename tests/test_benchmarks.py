@@ -86,6 +86,7 @@ def test_bench_train_interleaves_both_loops_and_writes_ratios(tmp_path, single_t
         t2, peer = r["t2_tokens_per_s"], r["marian_tokens_per_s"]
         assert len(t2) == len(peer) == 2  # one figure per timed round
         assert r["ratio"] == pytest.approx(statistics.median(t2) / statistics.median(peer))
+        assert r["ratio_rounds"] == pytest.approx([a / b for a, b in zip(t2, peer, strict=True)])
         assert r["t2_peak_mib"] >= 0 and r["matmul_flops_per_s"] > 0
         assert r["mfu"] is None  # no GPU of known peak here
         assert all(f > 0 for f in r["t2_flops_per_s"])

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from t2.model.fused import Dropout, gated_projection, rms_norm, rotary, rotate_qk
+from t2.model.fused import Dropout, gated_projection, keep_mask, rms_norm, rotary, rotate_qk
 from t2.model.positional import rope_tables
 
 
@@ -156,6 +156,35 @@ def test_dropout_zeroes_with_probability_p_and_scales_the_rest():
     y.backward(torch.full_like(y, 2.0))
     torch.testing.assert_close(x.grad, kept * (2.0 / 0.75))  # the same mask in backward
     assert torch.equal(drop.eval()(x), x)
+
+
+def test_dropout_rounds_p_to_16_bits_and_scales_by_the_rounded_p():
+    torch.manual_seed(0)
+    q = round(0.1 * 65536) / 65536  # 0.100006...
+    y = Dropout(0.1).train()(torch.ones(400, 1000))
+    kept = y.ne(0)
+    assert abs(1 - kept.float().mean().item() - q) < 0.003
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / (1 - q)))
+
+
+def test_dropout_masks_are_uniform_in_each_of_the_four_lanes_of_a_draw():
+    """Four elements share one 64-bit draw: each must get 16 uniform bits (a draw of only
+    63 bits would keep every element of the top lane at p = 0.5)."""
+    torch.manual_seed(0)
+    for p in (0.5, 0.1, 0.9):
+        keep, q = keep_mask(torch.Size((4000, 64)), p, torch.device("cpu"))
+        per_lane = 1 - keep.view(-1, 4).float().mean(0)
+        assert q == round(p * 65536) / 65536
+        torch.testing.assert_close(per_lane, torch.full((4,), q), atol=0.01, rtol=0)
+
+
+def test_dropout_draws_are_reproducible_from_the_seed():
+    x = torch.ones(33, 7)  # not a multiple of four elements
+    masks = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        masks.append(Dropout(0.3).train()(x).ne(0))
+    assert torch.equal(masks[0], masks[1])
 
 
 def test_dropout_saves_a_boolean_mask():

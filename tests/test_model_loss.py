@@ -52,3 +52,71 @@ def test_loss_is_float32_for_bf16_logits():
     assert loss.dtype == torch.float32
     expected, _ = smoothed_cross_entropy(logits.float(), torch.tensor([[1, 2, 3]]), PAD, 0.1)
     torch.testing.assert_close(loss, expected)
+
+
+def reference(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(
+        logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD,
+        label_smoothing=smoothing, reduction="sum",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_training_path_gives_the_reference_loss_and_gradient(dtype, smoothing, monkeypatch):
+    """Blocks of 7 tokens over 3 x 10 tokens: several blocks, the last one partial, padding
+    in the middle of a block; the gradient scaled as train_step scales the loss."""
+    monkeypatch.setattr("t2.model.loss.CHUNK_ROWS", 7)
+    torch.manual_seed(0)
+    logits = (3 * torch.randn(3, 10, 50)).to(dtype)
+    target = torch.randint(1, 50, (3, 10))
+    target[1, 6:] = PAD
+    ours = logits.clone().requires_grad_()
+    loss, n = smoothed_cross_entropy(ours, target, PAD, smoothing)
+    (loss * 0.37).backward()
+    torch.testing.assert_close(ours.detach(), logits, rtol=0, atol=0)  # the input is kept
+    theirs = logits.clone().requires_grad_()
+    expected = reference(theirs, target, smoothing)
+    (expected * 0.37).backward()
+    assert n.item() == 26 and loss.dtype == torch.float32
+    torch.testing.assert_close(loss, expected)
+    tol = {"atol": 1e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-3, "rtol": 2e-2}
+    assert ours.grad.dtype == dtype
+    torch.testing.assert_close(ours.grad.float(), theirs.grad.float(), **tol)
+    assert ours.grad[1, 6:].abs().sum() == 0
+
+
+def test_training_path_gives_the_hand_computed_value():
+    probs = torch.tensor([[[0.1, 0.4, 0.25, 0.25], [0.7, 0.1, 0.1, 0.1]]])
+    logits = probs.log().requires_grad_()
+    loss, _ = smoothed_cross_entropy(logits, torch.tensor([[1, 3]]), PAD, smoothing=0.1)
+    tok1 = -(0.9 + 0.025) * math.log(0.4) - 0.025 * (math.log(0.1) + 2 * math.log(0.25))
+    tok2 = -(0.9 + 0.025) * math.log(0.1) - 0.025 * (math.log(0.7) + 2 * math.log(0.1))
+    assert loss.item() == pytest.approx(tok1 + tok2, rel=1e-6)
+
+
+def test_training_path_backward_can_run_twice_on_a_retained_graph():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 9, requires_grad=True)
+    loss, _ = smoothed_cross_entropy(logits, torch.randint(1, 9, (2, 4)), PAD, 0.1)
+    loss.backward(retain_graph=True)
+    once = logits.grad.clone()
+    loss.backward()
+    torch.testing.assert_close(logits.grad, 2 * once)
+
+
+def test_training_path_keeps_one_gradient_in_the_logits_dtype():
+    """Saved for backward: one (tokens x vocabulary) tensor in bf16, where the reference
+    keeps float32 log-probabilities (twice the bytes)."""
+    logits = torch.randn(4, 8, 100).bfloat16().requires_grad_()
+    target = torch.randint(1, 100, (4, 8))
+    sizes = {}
+    for name, fn in (("ours", lambda: smoothed_cross_entropy(logits, target, PAD, 0.1)[0]),
+                     ("reference", lambda: reference(logits, target, 0.1))):  # fmt: skip
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(
+            lambda t, saved=saved: saved.append(t.numel() * t.element_size()) or t, lambda t: t
+        ):
+            fn()
+        sizes[name] = max(saved)
+    assert sizes["ours"] == logits.numel() * 2 < sizes["reference"]

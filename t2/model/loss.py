@@ -1,19 +1,69 @@
-"""Label-smoothed cross-entropy (Szegedy et al. 2016; the paper's eps_ls = 0.1)."""
+"""Label-smoothed cross-entropy (Szegedy et al. 2016; the paper's eps_ls = 0.1).
+
+The loss of a token with logits x (V of them), target t and smoothing eps is
+(1 - eps) * (lse(x) - x_t) + eps * (lse(x) - mean(x)), lse the log-sum-exp, and its gradient
+softmax(x) - (1 - eps) * onehot(t) - eps / V; padding tokens count zero. That is
+`F.cross_entropy(..., label_smoothing=eps)`, the reference path. On a CPU, where the
+(tokens x vocabulary) tensors do not fit in the caches and every fresh one costs page
+faults, training computes the same loss and gradient in blocks of CHUNK_ROWS tokens during
+the forward pass and keeps only the gradient, in the logits' dtype (tests/test_model_loss.py
+checks both against the reference). The reference path upcasts the logits to float32, takes
+the log-softmax, and its backward makes three more (tokens x vocabulary) float32 tensors.
+"""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+Tensor = torch.Tensor
+
+CHUNK_ROWS = 128  # tokens per block: 128 x 8k float32 = 4 MiB, within a CPU's L2 + L3 share
+
+
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor, pad_id: int, eps: float) -> Tensor:  # type: ignore[override]
+        vocab = logits.shape[-1]
+        flat, ids = logits.reshape(-1, vocab), target.reshape(-1, 1)
+        grad = torch.empty_like(flat)
+        total = torch.zeros((), dtype=torch.float32, device=logits.device)
+        for start in range(0, flat.shape[0], CHUNK_ROWS):
+            rows = slice(start, start + CHUNK_ROWS)
+            x, t = flat[rows].to(torch.float32, copy=True), ids[rows]  # this block only
+            pad = t.eq(pad_id)
+            lse = torch.logsumexp(x, -1, keepdim=True)
+            loss = (lse - x.gather(1, t)).mul_(1 - eps)
+            if eps > 0:
+                loss.add_((lse - x.mean(-1, keepdim=True)).mul_(eps))
+            total += loss.masked_fill_(pad, 0.0).sum()
+            p = x.sub_(lse).exp_()  # softmax, in place of the copy
+            if eps > 0:
+                p.sub_(eps / vocab)
+            p.scatter_add_(1, t, torch.full_like(lse, eps - 1.0))
+            grad[rows] = p.masked_fill_(pad, 0.0)
+        ctx.save_for_backward(grad)
+        ctx.shape = logits.shape
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors  # not scaled in place: a retained graph may run it again
+        return (grad * grad_loss.to(grad.dtype)).view(ctx.shape), None, None, None
+
 
 def smoothed_cross_entropy(
-    logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float
-) -> tuple[torch.Tensor, torch.Tensor]:
+    logits: Tensor, target: Tensor, pad_id: int, smoothing: float
+) -> tuple[Tensor, Tensor]:
     """Sum of label-smoothed token losses, ignoring padding, and the number of target tokens.
 
     logits (B, T, V) are upcast to float32 so that a bf16 forward pass keeps an exact loss.
     Returns tensors (no host sync): divide the sum by the count for the mean.
     """
+    count = target.ne(pad_id).sum()
+    fused = logits.device.type == "cpu" and logits.requires_grad and torch.is_grad_enabled()
+    if fused and not torch.compiler.is_compiling():
+        return _SmoothedCrossEntropy.apply(logits, target, pad_id, smoothing), count
     loss = F.cross_entropy(
         logits.float().flatten(0, 1),
         target.flatten(),
@@ -21,4 +71,4 @@ def smoothed_cross_entropy(
         label_smoothing=smoothing,
         reduction="sum",
     )
-    return loss, target.ne(pad_id).sum()
+    return loss, count
