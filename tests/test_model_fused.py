@@ -87,6 +87,33 @@ def test_rotate_qk_rotates_queries_and_keys_and_copies_values():
         torch.testing.assert_close(rotate_qk(qkv, cos, sin), ref)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_rotate_qk_of_the_projection_layout_returns_its_gradient_in_that_layout(dtype):
+    """The model passes a (B, T, 3, H, Dh) projection seen as (3, B, H, T, Dh): the output is
+    contiguous for the kernels, the gradient comes back in the projection's own strides."""
+    torch.manual_seed(0)
+    cos, sin = (t.to(dtype) for t in rope_tables(5, 8, 10000.0))
+    flat = torch.randn(2, 5, 3 * 4 * 8, dtype=dtype)
+    view = lambda t: t.view(2, 5, 3, 4, 8).permute(2, 0, 3, 1, 4)  # noqa: E731
+
+    def plain(t: torch.Tensor) -> torch.Tensor:
+        t = view(t)
+        return torch.stack([rotary(t[0], cos, sin), rotary(t[1], cos, sin), t[2]])
+
+    out, (g,) = grads(lambda t: rotate_qk(view(t), cos, sin), flat)
+    ref, (rg,) = grads(plain, flat)
+    tol = {} if dtype == torch.float64 else {"atol": 2e-2, "rtol": 2e-2}
+    assert out.is_contiguous() and g.is_contiguous()
+    torch.testing.assert_close(out, ref, **tol)
+    torch.testing.assert_close(g, rg, **tol)
+    seen = []
+    projection = view(flat.detach().requires_grad_())
+    projection.register_hook(seen.append)
+    rotated = rotate_qk(projection, cos, sin)
+    rotated.backward(torch.ones_like(rotated))
+    assert seen[0].stride() == projection.stride()  # the permute's backward is then a view
+
+
 def test_rotate_qk_saves_no_activation():
     cos, sin = rope_tables(32, 64, 10000.0)
     qkv = torch.randn(3, 8, 4, 32, 64, requires_grad=True)

@@ -154,7 +154,9 @@ def _log_probs(model: Transformer, targets: torch.Tensor) -> torch.Tensor:
 def _same_log_probs(model: Transformer, engine: Ct2Engine, targets: torch.Tensor) -> None:
     """CTranslate2's teacher-forced log-probabilities (every position, random targets) are
     as close to t2's in float64 as t2's own float32 ones: a wrong component is not (GELU's
-    tanh form instead of erf is 30x further, a swapped bias or norm far more)."""
+    tanh form instead of erf is 30x further, a swapped bias or norm far more). Over the 64
+    combinations CTranslate2's distance is 0.1-5.8x t2's float32 one, which depends on the
+    trained weights (rounding alone): hence the bound of 8."""
     tok = engine.tokenizer
     head = 1 if engine.cfg.data.src_bos else 0
     source = [tok.convert_ids_to_tokens(s[head:-1]) for s in _SOURCES]
@@ -163,7 +165,7 @@ def _same_log_probs(model: Transformer, engine: Ct2Engine, targets: torch.Tensor
     theirs = torch.tensor([s.log_probs for s in scored], dtype=torch.float64)
     ours = _log_probs(model, targets)
     exact = _log_probs(copy.deepcopy(model).double(), targets)
-    assert (theirs - exact).abs().max() <= 4 * (ours - exact).abs().max() + 1e-5
+    assert (theirs - exact).abs().max() <= 8 * (ours - exact).abs().max() + 1e-5
 
 
 @pytest.fixture(scope="module")

@@ -66,29 +66,51 @@ def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
+def _rotate_into(out: Tensor, qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """out[:2] = the rotation of qkv[:2] by the tables, out[2] = qkv[2]; returns out.
+
+    With halves x1, x2 of Dh and c, s the first half of the tables (rope_tables repeats
+    the angles over both halves): (x1 c - x2 s, x2 c + x1 s), written straight into out
+    with one multiply and one fused multiply-add per half, from any strides of qkv (the
+    projection's (B, T, 3, H, Dh) layout seen as (3, B, H, T, Dh)) to any strides of out.
+    """
+    half = qkv.shape[-1] // 2
+    c, s = cos[..., :half], sin[..., :half]
+    x1, x2 = qkv[:2, ..., :half], qkv[:2, ..., half:]
+    o1, o2 = out[:2, ..., :half], out[:2, ..., half:]
+    torch.mul(x1, c, out=o1).addcmul_(x2, s, value=-1)
+    torch.mul(x2, c, out=o2).addcmul_(x1, s)
+    out[2].copy_(qkv[2])
+    return out
+
+
 class _RotateQK(torch.autograd.Function):
     @staticmethod
     def forward(ctx, qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:  # type: ignore[override]
         ctx.save_for_backward(cos, sin)
-        out = torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device)
-        out[:2] = rotary(qkv[:2], cos, sin)
-        out[2] = qkv[2]
-        return out
+        ctx.layout = qkv.shape, qkv.stride()
+        return _rotate_into(
+            torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device), qkv, cos, sin
+        )
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         cos, sin = ctx.saved_tensors
-        out = torch.empty_like(grad)
-        out[:2] = rotary(grad[:2], cos, -sin)  # the inverse rotation: R(-theta) = R(theta)^T
-        out[2] = grad[2]
-        return out, None, None
+        # the inverse rotation, R(-theta) = R(theta)^T, into the input's own layout: the
+        # projection's gradient is then contiguous without another copy
+        out = torch.empty_strided(*ctx.layout, dtype=grad.dtype, device=grad.device)
+        return _rotate_into(out, grad, cos, -sin), None, None
 
 
 def rotate_qk(qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """qkv (3, B, H, T, Dh) -> a new contiguous (3, B, H, T, Dh) with q and k rotated by
     the (T, Dh) tables cos and sin and v copied; saves no activation."""
-    if torch.compiler.is_compiling() or not torch.is_grad_enabled() or not qkv.requires_grad:
+    if torch.compiler.is_compiling():
         return torch.cat([rotary(qkv[:2], cos, sin), qkv[2:]])
+    if not torch.is_grad_enabled() or not qkv.requires_grad:
+        return _rotate_into(
+            torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device), qkv, cos, sin
+        )
     return _RotateQK.apply(qkv, cos, sin)
 
 
