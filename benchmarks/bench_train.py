@@ -19,7 +19,8 @@ PyTorch tutorials. Both see the same batches in the same order (German-English p
 Timing: after --warmup-rounds untimed rounds, --rounds rounds of A then B (each round
 --steps-per-round steps of one engine), so that a change in the machine's load hits both.
 Per engine: the median and range over rounds of source+target tokens/s and s/step, peak
-resident memory above the loaded model (glibc's free memory returned to the system first),
+resident memory above the loaded model (in an untimed round of its own before the timed
+ones, glibc's free memory returned to the system first),
 achieved GFLOP/s from t2.model.flops (the same formula for both: the same matmuls); the
 ratio of medians, t2 over the peer; and the paired ratios, t2 over the peer within each round
 (both engines ran the same batches under the same load), whose range shows how much the
@@ -98,10 +99,12 @@ def compare(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[s
     for _ in range(args.warmup_rounds):
         for e in engines:
             rounds[e.name].warmup_s += run_round(e, args.steps_per_round, cfg, None, False)
+    for e in engines:  # peak memory in a round of its own, untimed
+        run_round(e, args.steps_per_round, cfg, rounds[e.name], True)
     with Progress(args.rounds * len(engines), f"{precision} rounds", "rounds") as progress:
-        for r in range(args.rounds):
-            for e in engines:  # memory is sampled in the first timed round only
-                run_round(e, args.steps_per_round, cfg, rounds[e.name], r == 0)
+        for _ in range(args.rounds):
+            for e in engines:
+                run_round(e, args.steps_per_round, cfg, rounds[e.name], False)
                 progress.update(1)
     return rounds
 
@@ -155,8 +158,9 @@ def scaling(args: argparse.Namespace, vocab: int, precision: str) -> list[dict]:
         n_params = sum(p.numel() for p in engine.model.parameters())
         run_round(engine, 1, cfg, None, False)
         r = Rounds()
-        for i in range(args.rounds):
-            run_round(engine, 1, cfg, r, i == 0)
+        run_round(engine, 1, cfg, r, True)  # peak memory, untimed
+        for _ in range(args.rounds):
+            run_round(engine, 1, cfg, r, False)
         tok_s, gflops = statistics.median(r.tokens_per_s), statistics.median(r.flops_per_s) / 1e9
         print(f"{what:16} {recipe:11} {tokens:6} {length:6} {n_params / 1e6:6.1f}M "
               f"{tok_s:9.0f} {statistics.median(r.s_per_step):7.3f} {gflops:8.1f} "

@@ -156,9 +156,10 @@ class Rounds:
 def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: bool) -> float:
     """Run n steps; record their figures in `out` (if given); return the wall time.
 
-    Freed heap pages go back to the system only before a round that measures memory (its
-    peak counts from a trimmed heap); a training loop does not trim, and every trimmed page
-    costs a page fault when it is touched again, so timed rounds keep the heap as it is."""
+    A round that measures memory records only its peak: freed heap pages go back to the
+    system before it (the peak counts from a trimmed heap) and a thread samples the resident
+    set during it, neither of which a training loop does. Timed rounds keep the heap as it
+    is (every trimmed page costs a page fault when it is touched again)."""
     if measure_memory:
         release_free_memory()
     with PeakMemory(str(device())) if measure_memory else nullcontext() as peak:
@@ -169,10 +170,10 @@ def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: b
             tokens, flops = tokens + t, flops + f
         sync()
         seconds = time.perf_counter() - start
-    if out is not None:
+    if out is not None and peak is not None:
+        out.peak_mib = max(out.peak_mib, peak.mib)
+    elif out is not None:
         out.tokens_per_s.append(tokens / seconds)
         out.s_per_step.append(seconds / n)
         out.flops_per_s.append(flops / seconds)
-        if peak is not None:
-            out.peak_mib = max(out.peak_mib, peak.mib)
     return seconds

@@ -114,6 +114,22 @@ def test_rotate_qk_of_the_projection_layout_returns_its_gradient_in_that_layout(
     assert seen[0].stride() == projection.stride()  # the permute's backward is then a view
 
 
+def test_rotate_qk_of_an_expanded_input_gets_a_writable_gradient():
+    """An input whose elements share memory (expanded) cannot take its own strides for the
+    gradient: it gets contiguous ones, and the gradient still sums over the expansion."""
+    cos, sin = (t.double() for t in rope_tables(5, 8, 10000.0))
+    one = torch.randn(1, 2, 4, 5, 8, dtype=torch.float64)
+
+    def plain(t: torch.Tensor) -> torch.Tensor:
+        t = t.expand(3, -1, -1, -1, -1)
+        return torch.stack([rotary(t[0], cos, sin), rotary(t[1], cos, sin), t[2]])
+
+    out, (g,) = grads(lambda t: rotate_qk(t.expand(3, -1, -1, -1, -1), cos, sin), one)
+    ref, (rg,) = grads(plain, one)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(g, rg)
+
+
 def test_rotate_qk_saves_no_activation():
     cos, sin = rope_tables(32, 64, 10000.0)
     qkv = torch.randn(3, 8, 4, 32, 64, requires_grad=True)

@@ -88,12 +88,15 @@ class _RotateQK(torch.autograd.Function):
     @staticmethod
     def forward(ctx, qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:  # type: ignore[override]
         ctx.save_for_backward(cos, sin)
-        ctx.layout = qkv.shape, qkv.stride()
+        # the input's strides where they are dense and non-overlapping (the projection's
+        # permuted view), else contiguous ones: an expanded input gets a writable gradient
+        ctx.layout = qkv.shape, torch.empty_like(qkv, device="meta").stride()
         return _rotate_into(
             torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device), qkv, cos, sin
         )
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         cos, sin = ctx.saved_tensors
         # the inverse rotation, R(-theta) = R(theta)^T, into the input's own layout: the

@@ -32,6 +32,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
             rows = slice(start, start + CHUNK_ROWS)
             x, t = flat[rows].to(torch.float32, copy=True), ids[rows]  # this block only
             pad = t.eq(pad_id)
+            t = t.masked_fill(pad, 0)  # a pad id outside the vocabulary (-100) is ignored too
             lse = torch.logsumexp(x, -1, keepdim=True)
             loss = (lse - x.gather(1, t)).mul_(1 - eps)
             if eps > 0:
@@ -47,9 +48,12 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         return total
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # no graph of the gradient: fail loudly
     def backward(ctx, grad_loss: Tensor):  # type: ignore[override]
         (grad,) = ctx.saved_tensors  # not scaled in place: a retained graph may run it again
-        return (grad * grad_loss.to(grad.dtype)).view(ctx.shape), None, None, None
+        # a bf16 gradient times the float32 scale (1 / tokens) is computed in float32 and
+        # rounded once; the scale itself is not rounded to bf16 first
+        return (grad * grad_loss).view(ctx.shape), None, None, None
 
 
 def smoothed_cross_entropy(
