@@ -130,6 +130,13 @@ def test_rotate_qk_of_an_expanded_input_gets_a_writable_gradient():
     torch.testing.assert_close(g, rg)
 
 
+def test_rotate_qk_refuses_a_second_derivative():
+    cos, sin = rope_tables(5, 8, 10000.0)
+    qkv = torch.randn(3, 2, 4, 5, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no second derivative"):  # never a silent 0
+        torch.autograd.grad(rotate_qk(qkv, cos, sin).square().sum(), qkv, create_graph=True)
+
+
 def test_rotate_qk_saves_no_activation():
     cos, sin = rope_tables(32, 64, 10000.0)
     qkv = torch.randn(3, 8, 4, 32, 64, requires_grad=True)

@@ -159,6 +159,5 @@ def test_training_path_ignores_a_pad_id_outside_the_vocabulary():
 def test_training_path_refuses_a_second_derivative():
     logits = torch.randn(2, 3, 7, requires_grad=True)
     loss, _ = smoothed_cross_entropy(logits, torch.randint(1, 7, (2, 3)), PAD, 0.1)
-    (grad,) = torch.autograd.grad(loss, logits, create_graph=True)
-    with pytest.raises(RuntimeError, match="twice|does not require grad"):  # never a silent 0
-        grad.sum().backward()
+    with pytest.raises(RuntimeError, match="no second derivative"):  # never a silent 0
+        torch.autograd.grad(loss, logits, create_graph=True)

@@ -66,14 +66,26 @@ def rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
-def _rotate_into(out: Tensor, qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """out[:2] = the rotation of qkv[:2] by the tables, out[2] = qkv[2]; returns out.
+def first_order_only(name: str) -> None:
+    """Called at the top of a backward that computes its gradient with no graph: autograd
+    runs backward with grad mode on only for create_graph=True, where such a gradient would
+    silently count as a constant (a second derivative of zero)."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(f"{name} has no second derivative (create_graph=True); "
+                           f"differentiate the plain PyTorch formula instead")  # fmt: skip
+
+
+def _rotate_into(qkv: Tensor, cos: Tensor, sin: Tensor, out: Tensor | None = None) -> Tensor:
+    """out[:2] = the rotation of qkv[:2] by the tables, out[2] = qkv[2]; returns out (a new
+    contiguous tensor if not given).
 
     With halves x1, x2 of Dh and c, s the first half of the tables (rope_tables repeats
     the angles over both halves): (x1 c - x2 s, x2 c + x1 s), written straight into out
     with one multiply and one fused multiply-add per half, from any strides of qkv (the
     projection's (B, T, 3, H, Dh) layout seen as (3, B, H, T, Dh)) to any strides of out.
     """
+    if out is None:
+        out = torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device)
     half = qkv.shape[-1] // 2
     c, s = cos[..., :half], sin[..., :half]
     x1, x2 = qkv[:2, ..., :half], qkv[:2, ..., half:]
@@ -91,18 +103,16 @@ class _RotateQK(torch.autograd.Function):
         # the input's strides where they are dense and non-overlapping (the projection's
         # permuted view), else contiguous ones: an expanded input gets a writable gradient
         ctx.layout = qkv.shape, torch.empty_like(qkv, device="meta").stride()
-        return _rotate_into(
-            torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device), qkv, cos, sin
-        )
+        return _rotate_into(qkv, cos, sin)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):  # type: ignore[override]
+        first_order_only("rotate_qk")
         cos, sin = ctx.saved_tensors
         # the inverse rotation, R(-theta) = R(theta)^T, into the input's own layout: the
         # projection's gradient is then contiguous without another copy
         out = torch.empty_strided(*ctx.layout, dtype=grad.dtype, device=grad.device)
-        return _rotate_into(out, grad, cos, -sin), None, None
+        return _rotate_into(grad, cos, -sin, out), None, None
 
 
 def rotate_qk(qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -111,9 +121,7 @@ def rotate_qk(qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     if torch.compiler.is_compiling():
         return torch.cat([rotary(qkv[:2], cos, sin), qkv[2:]])
     if not torch.is_grad_enabled() or not qkv.requires_grad:
-        return _rotate_into(
-            torch.empty(qkv.shape, dtype=qkv.dtype, device=qkv.device), qkv, cos, sin
-        )
+        return _rotate_into(qkv, cos, sin)
     return _RotateQK.apply(qkv, cos, sin)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from t2.model.fused import first_order_only
+
 Tensor = torch.Tensor
 
 CHUNK_ROWS = 128  # tokens per block: 128 x 8k float32 = 4 MiB, within a CPU's L2 + L3 share
@@ -48,8 +50,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         return total
 
     @staticmethod
-    @torch.autograd.function.once_differentiable  # no graph of the gradient: fail loudly
     def backward(ctx, grad_loss: Tensor):  # type: ignore[override]
+        first_order_only("the blockwise smoothed_cross_entropy")
         (grad,) = ctx.saved_tensors  # not scaled in place: a retained graph may run it again
         # a bf16 gradient times the float32 scale (1 / tokens) is computed in float32 and
         # rounded once; the scale itself is not rounded to bf16 first
