@@ -21,6 +21,7 @@ from t2.data.batching import Batches, make_loader
 from t2.model.flops import training_flops
 from t2.model.transformer import Transformer
 from t2.train.optim import build_optimizer, build_scheduler, lr_multiplier, peak_lr
+from t2.train.setup import prepare_model
 from t2.train.step import StepStats, train_step
 
 PAD = 0
@@ -89,7 +90,7 @@ class T2Engine:
             model.compile(dynamic=True)
         optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
         self.scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
-        self.model, self.optimizer = self.acc.prepare(model, optimizer)
+        self.model, self.optimizer = prepare_model(self.acc, model, optimizer)
         self.cfg, self.batches = cfg, batches if batches is not None else loader(ds, args)
         self.stats = StepStats.zeros(self.acc.device)
         self.model.train()

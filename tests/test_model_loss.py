@@ -161,3 +161,47 @@ def test_training_path_refuses_a_second_derivative():
     loss, _ = smoothed_cross_entropy(logits, torch.randint(1, 7, (2, 3)), PAD, 0.1)
     with pytest.raises(RuntimeError, match="no second derivative"):  # never a silent 0
         torch.autograd.grad(loss, logits, create_graph=True)
+
+
+def test_training_path_folds_the_expected_scale_into_the_gradient():
+    """grad_scale (train_step's 1 / tokens) is applied as each block's gradient is computed,
+    in float32 and rounded once: the same gradient as scaling the float32 one, with no pass
+    over the (tokens x vocabulary) gradient in backward (it is the saved tensor itself)."""
+    torch.manual_seed(0)
+    logits = (3 * torch.randn(4, 16, 64)).bfloat16()
+    target = torch.randint(1, 64, (4, 16))
+    target[2, 9:] = PAD
+    scale = torch.tensor(1 / 3001)
+    exact = logits.float().requires_grad_()
+    smoothed_cross_entropy(exact, target, PAD, 0.1)[0].backward()
+    leaf = logits.clone().requires_grad_()
+    nonleaf = leaf * 1  # as the model's logits are
+    seen, saved = [], []
+    nonleaf.register_hook(seen.append)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        loss, _ = smoothed_cross_entropy(nonleaf, target, PAD, 0.1, grad_scale=scale)
+    (loss * scale).backward()
+    assert torch.equal(seen[0], (exact.grad * scale).bfloat16())
+    assert seen[0].data_ptr() == saved[-1].data_ptr()
+
+
+@pytest.mark.parametrize("leaf", [True, False])
+def test_training_path_gives_the_right_gradient_for_another_scale_and_retained_graphs(leaf):
+    """A loss scaled by other than grad_scale still gets its gradient, and a retained graph's
+    backward run three times adds three gradients (a saved gradient never ends up as a
+    leaf's .grad, where the second run would add to it in place)."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 9)
+    target = torch.randint(1, 9, (2, 5))
+    reference_grad = logits.clone().requires_grad_()
+    smoothed_cross_entropy(reference_grad, target, PAD, 0.1)[0].backward()
+    x = logits.clone().requires_grad_()
+    y = x if leaf else x * 1
+    y.retain_grad()
+    loss, _ = smoothed_cross_entropy(y, target, PAD, 0.1, grad_scale=0.5)
+    (loss * 0.5).backward(retain_graph=True)
+    torch.testing.assert_close(y.grad, 0.5 * reference_grad.grad)
+    (loss * 0.5).backward(retain_graph=True)
+    (loss * 0.25).backward()
+    torch.testing.assert_close(y.grad, 1.25 * reference_grad.grad)
+    torch.testing.assert_close(x.grad, 1.25 * reference_grad.grad)

@@ -68,6 +68,16 @@ def test_weight_decay_excludes_norms_biases_and_embeddings():
     assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == 0.01
 
 
+@pytest.fixture
+def fresh_accelerator_state():
+    """Each test sets its own precision; Accelerate's state is a process-wide singleton."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 def _batch() -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     return {
@@ -78,18 +88,16 @@ def _batch() -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("precision", ["no", "bf16", "fp16"])  # fp16: bf16 on this CPU
+@pytest.mark.usefixtures("fresh_accelerator_state")
 def test_a_non_finite_step_is_skipped_without_changing_weights(precision, capsys):
-    from accelerate.state import AcceleratorState
-
-    from t2.train.setup import mixed_precision
+    from t2.train.setup import mixed_precision, prepare_model
 
     torch.manual_seed(0)
-    AcceleratorState._reset_state(reset_partial_state=True)  # a new precision per test
     acc = Accelerator(cpu=True, mixed_precision=mixed_precision(precision, cuda=False))
     assert acc.mixed_precision == ("no" if precision == "no" else "bf16")
     model = Transformer(TINY)
     opt = build_optimizer(model, TrainConfig(), TINY.d_model)
-    model, opt = acc.prepare(model, opt)
+    model, opt = prepare_model(acc, model, opt)
     stats = StepStats.zeros(acc.device)
     train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
     assert stats.skipped.item() == 0 and stats.bad_run.item() == 0
@@ -102,7 +110,54 @@ def test_a_non_finite_step_is_skipped_without_changing_weights(precision, capsys
     for k, v in model.state_dict().items():  # the poisoned bias too, its NaN in place
         torch.testing.assert_close(v, before[k], rtol=0, atol=0, equal_nan=True, msg=k)
     assert math.isfinite(stats.loss.item())  # skipped steps add nothing to the logged loss
-    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@pytest.mark.usefixtures("fresh_accelerator_state")
+def test_bf16_logits_reach_the_loss_with_the_reference_loss_and_gradients(monkeypatch):
+    """prepare_model drops Accelerate's float32 copy of the outputs: under bf16 the loss gets
+    the bf16 logits (half the bytes of the largest tensor), and train_step's loss and
+    gradients are those of the reference path, which upcasts the same logits."""
+    import t2.train.step as step_module
+    from t2.model.loss import smoothed_cross_entropy
+    from t2.train.setup import prepare_model
+
+    acc = Accelerator(cpu=True, mixed_precision="bf16")
+    torch.manual_seed(0)
+    reference = Transformer(TINY)
+    model = Transformer(TINY)
+    model.load_state_dict(reference.state_dict())
+    opt = build_optimizer(model, TrainConfig(), TINY.d_model)
+    model, opt = prepare_model(acc, model, opt)
+    with acc.autocast():
+        assert model(_batch()["src"], _batch()["tgt_in"]).dtype == torch.bfloat16
+    assert model(_batch()["src"], _batch()["tgt_in"]).dtype == torch.float32  # no autocast left
+
+    seen = []
+
+    def spy(logits, *args, **kwargs):
+        seen.append(logits.dtype)
+        return smoothed_cross_entropy(logits, *args, **kwargs)
+
+    monkeypatch.setattr(step_module, "smoothed_cross_entropy", spy)
+    opt.step = lambda: None  # keep the gradients to compare them
+    opt.zero_grad = lambda set_to_none=True: None
+    stats = StepStats.zeros(acc.device)
+    train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
+    assert seen == [torch.bfloat16]
+
+    b = _batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = reference(b["src"], b["tgt_in"])
+    loss = torch.nn.functional.cross_entropy(
+        logits.float().flatten(0, 1), b["tgt_out"].flatten(), ignore_index=0,
+        label_smoothing=0.1, reduction="sum",
+    )  # fmt: skip
+    tokens = b["tgt_out"].ne(0).sum()
+    (loss / tokens).backward()
+    assert stats.loss.item() == pytest.approx(loss.item(), rel=1e-5)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        error = (p.grad - q.grad).abs().max()  # bf16's rounding: ~1% of the largest
+        assert error <= 2e-2 * q.grad.abs().max(), name
 
 
 def test_fp16_without_a_loss_scaler_falls_back_to_bf16_and_says_so(capsys):

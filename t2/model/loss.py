@@ -25,14 +25,16 @@ CHUNK_ROWS = 128  # tokens per block: 128 x 8k float32 = 4 MiB, within a CPU's L
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, pad_id: int, eps: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx, logits: Tensor, target: Tensor, pad_id: int, eps: float, scale: float):  # type: ignore[override]
         vocab = logits.shape[-1]
         flat, ids = logits.reshape(-1, vocab), target.reshape(-1, 1)
         grad = torch.empty_like(flat)
+        block = torch.empty((min(CHUNK_ROWS, flat.shape[0]), vocab), dtype=torch.float32)
         total = torch.zeros((), dtype=torch.float32, device=logits.device)
         for start in range(0, flat.shape[0], CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
-            x, t = flat[rows].to(torch.float32, copy=True), ids[rows]  # this block only
+            t = ids[rows]  # this block only, upcast into one reused buffer (no fresh pages)
+            x = block[: t.shape[0]].copy_(flat[rows])
             pad = t.eq(pad_id)
             t = t.masked_fill(pad, 0)  # a pad id outside the vocabulary (-100) is ignored too
             lse = torch.logsumexp(x, -1, keepdim=True)
@@ -44,32 +46,43 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
             if eps > 0:
                 p.sub_(eps / vocab)
             p.scatter_add_(1, t, torch.full_like(lse, eps - 1.0))
-            grad[rows] = p.masked_fill_(pad, 0.0)
+            # the caller's scale applied in float32, the result rounded once to the logits' dtype
+            torch.mul(p.masked_fill_(pad, 0.0), scale, out=grad[rows])
         ctx.save_for_backward(grad)
-        ctx.shape = logits.shape
+        ctx.shape, ctx.scale, ctx.leaf = logits.shape, scale, logits.is_leaf
         return total
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor):  # type: ignore[override]
         first_order_only("the blockwise smoothed_cross_entropy")
-        (grad,) = ctx.saved_tensors  # not scaled in place: a retained graph may run it again
-        # a bf16 gradient times the float32 scale (1 / tokens) is computed in float32 and
-        # rounded once; the scale itself is not rounded to bf16 first
-        return (grad * grad_loss).view(ctx.shape), None, None, None
+        (grad,) = ctx.saved_tensors
+        if grad_loss.item() == ctx.scale and not ctx.leaf:  # the expected scale: no pass at all
+            # (read-only downstream; a leaf's .grad could take this tensor and be added to in
+            # place, which a retained graph would then return again)
+            return grad.view(ctx.shape), None, None, None, None
+        # another scale: one more pass, in float32, rounded once; not in place, since a
+        # retained graph may run this backward again
+        return (grad * (grad_loss / ctx.scale)).view(ctx.shape), None, None, None, None
 
 
 def smoothed_cross_entropy(
-    logits: Tensor, target: Tensor, pad_id: int, smoothing: float
-) -> tuple[Tensor, Tensor]:
+    logits: Tensor, target: Tensor, pad_id: int, smoothing: float,
+    grad_scale: Tensor | float | None = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
     """Sum of label-smoothed token losses, ignoring padding, and the number of target tokens.
 
     logits (B, T, V) are upcast to float32 so that a bf16 forward pass keeps an exact loss.
     Returns tensors (no host sync): divide the sum by the count for the mean.
+    grad_scale: the factor the caller multiplies the loss by before its backward pass
+    (train_step's 1 / tokens). The blockwise path folds it into the gradient as it computes
+    it, instead of a pass over the (tokens x vocabulary) gradient in the backward pass; any
+    other factor still gives the right gradient, with that pass.
     """
     count = target.ne(pad_id).sum()
     fused = logits.device.type == "cpu" and logits.requires_grad and torch.is_grad_enabled()
     if fused and not torch.compiler.is_compiling():
-        return _SmoothedCrossEntropy.apply(logits, target, pad_id, smoothing), count
+        scale = 1.0 if grad_scale is None else float(grad_scale)  # a CPU tensor: no sync
+        return _SmoothedCrossEntropy.apply(logits, target, pad_id, smoothing, scale), count
     loss = F.cross_entropy(
         logits.float().flatten(0, 1),
         target.flatten(),

@@ -28,7 +28,14 @@ def run_training(
         encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")
         loader = _loader_for(encoded, run)
         scores = final_evaluation(
-            model, run.tokenizer, pairs, loader, run.cfg.decode, acc.device, run.cfg.data.src_bos
+            model,
+            run.tokenizer,
+            pairs,
+            loader,
+            run.cfg.decode,
+            acc.device,
+            run.cfg.data.src_bos,
+            autocast=acc.autocast,
         )
         results = {"recipe": recipe, "checkpoint": str(best), **outcome, **scores}
         write_results(run.run_dir, results)

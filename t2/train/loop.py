@@ -26,7 +26,8 @@ from t2.train.validate import forced_summary, greedy_scores
 def validate(run: Run, step: int) -> dict[str, Any]:
     model = run.accelerator.unwrap_model(run.model)
     device, cfg = run.accelerator.device, run.cfg
-    figures = forced_summary(model, run.valid_loader, run.tokenizer.pad_token_id, device)
+    with run.accelerator.autocast():  # the training's precision, as train_step runs it
+        figures = forced_summary(model, run.valid_loader, run.tokenizer.pad_token_id, device)
     record = {"step": step, **{f"valid_{k}": v for k, v in figures.items()}}
     n = cfg.train.valid_bleu_sentences
     if n > 0:

@@ -130,6 +130,20 @@ def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
     )
 
 
+def prepare_model(
+    accelerator: Accelerator, model: torch.nn.Module, optimizer: Any
+) -> tuple[Any, Any]:
+    """Accelerate's prepare (device, DDP), without its float32 outputs. Under mixed precision
+    Accelerate wraps the model's forward in autocast and casts what it returns to float32: for
+    t2 that is a float32 copy of the (tokens x vocabulary) logits, its largest tensor, and a
+    cast back in the backward pass. t2 enters `accelerator.autocast()` itself where it runs
+    the model's forward (train_step, the teacher-forced figures), and its loss upcasts the
+    bf16 logits a block at a time (t2.model.loss)."""
+    model, optimizer = accelerator.prepare(model, optimizer)
+    accelerator.unwrap_model(model, keep_fp32_wrapper=False)  # in place: the plain forward
+    return model, optimizer
+
+
 def shared_tokenizer(cfg: Config, run: RunDir, accelerator: Accelerator, resume: bool) -> Any:
     """The run's tokenizer, trained once by the main process of the whole job (every node);
     the others wait at a barrier and load it, so --out must be on a filesystem all nodes see."""
@@ -171,7 +185,7 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         model.compile(dynamic=True)  # token-budget batches change shape every step
     optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
     scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
-    model, optimizer = accelerator.prepare(model, optimizer)
+    model, optimizer = prepare_model(accelerator, model, optimizer)
     rank, world = accelerator.process_index, accelerator.num_processes
     sampler, loader = _loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = _loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)

@@ -56,8 +56,11 @@ def train_step(
         last = i == len(batches) - 1
         sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
         with sync:
-            logits = model(batch["src"], batch["tgt_in"])  # (B, T, V), autocast by Accelerate
-            loss, _ = smoothed_cross_entropy(logits, batch["tgt_out"], pad_id, smoothing)
+            with accelerator.autocast():  # bf16 logits reach the loss (t2.train.setup.prepare)
+                logits = model(batch["src"], batch["tgt_in"])  # (B, T, V)
+                loss, _ = smoothed_cross_entropy(
+                    logits, batch["tgt_out"], pad_id, smoothing, grad_scale=scale
+                )
             accelerator.backward(loss * scale)
         step_loss += loss.detach()
     params = [p for p in model.parameters() if p.grad is not None]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -45,11 +47,14 @@ def score_translations(hyps: list[str], references: list[str]) -> dict[str, Any]
 def final_evaluation(
     model: torch.nn.Module, tokenizer: Any, pairs: Any, loader: Any, decode: DecodeConfig,
     device: torch.device, src_bos: bool,
+    autocast: Callable[[], AbstractContextManager] = nullcontext,
 ) -> dict[str, Any]:  # fmt: skip
-    """The test split: teacher-forced figures and the scores of `decode`'s search."""
+    """The test split: teacher-forced figures (under `autocast`: the training's precision, as
+    validation computes them) and the scores of `decode`'s search."""
     from t2.evaluation.evaluate import translate
 
-    figures = forced_summary(model, loader, tokenizer.pad_token_id, device)
+    with autocast():
+        figures = forced_summary(model, loader, tokenizer.pad_token_id, device)
     results = {f"test_{k}": v for k, v in figures.items()}
     hyps = translate(model, tokenizer, list(pairs["src"]), decode, device, src_bos)
     results.update(score_translations(hyps, list(pairs["tgt"])))
