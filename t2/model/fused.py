@@ -31,22 +31,27 @@ Tensor = torch.Tensor
 
 
 class _RMSNorm(torch.autograd.Function):
+    """Each pass writes into a tensor the previous one made, where it can: on a CPU every
+    fresh (tokens x d_model) float32 tensor costs page faults as well as its pass."""
+
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, eps: float) -> Tensor:  # type: ignore[override]
         x32 = x.to(torch.promote_types(x.dtype, torch.float32))  # bf16/fp16 -> fp32
-        rstd = torch.rsqrt(x32.square().mean(-1, keepdim=True) + eps)
+        mean_square = torch.linalg.vecdot(x32, x32).unsqueeze_(-1).div_(x.shape[-1])
+        rstd = mean_square.add_(eps).rsqrt_()
         ctx.save_for_backward(x, weight, rstd)
-        return (x32 * rstd * weight).to(x.dtype)
+        return torch.mul(x32, rstd).mul_(weight).to(x.dtype)
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         x, weight, rstd = ctx.saved_tensors
-        xhat, g = x.to(rstd.dtype) * rstd, grad.to(rstd.dtype)
+        xhat, g = torch.mul(x, rstd), grad.to(rstd.dtype)  # xhat in float32
+        gw = torch.mul(g, weight)
         grad_weight = None
         if ctx.needs_input_grad[1]:
-            grad_weight = (g * xhat).flatten(0, -2).sum(0).to(weight.dtype)
-        gw = g * weight
-        grad_x = rstd * (gw - xhat * (gw * xhat).mean(-1, keepdim=True))
+            grad_weight = g.mul(xhat).flatten(0, -2).sum(0).to(weight.dtype)
+        dot = torch.linalg.vecdot(gw, xhat).unsqueeze_(-1).div_(x.shape[-1])  # mean(gw xhat)
+        grad_x = xhat.mul_(dot).neg_().add_(gw).mul_(rstd)  # rstd (gw - xhat mean(gw xhat))
         return grad_x.to(x.dtype), grad_weight, None
 
 
@@ -131,7 +136,7 @@ class _GatedProjection(torch.autograd.Function):
                 act: Callable[[Tensor], Tensor]) -> Tensor:  # fmt: skip
         ctx.save_for_backward(a, b, weight)
         ctx.act, ctx.bias_dtype = act, None if bias is None else bias.dtype
-        return F.linear(act(a) * b, weight, bias)  # under autocast: the autocast dtype
+        return F.linear(act(a).mul_(b), weight, bias)  # under autocast: the autocast dtype
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
