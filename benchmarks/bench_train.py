@@ -200,13 +200,16 @@ def breakdown(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict
         batch = {k: v.to(acc.device) for k, v in next(engine.batches).items()}
         sync()
         t0 = time.perf_counter()
+        scale = 1.0 / batch["tgt_out"].ne(PAD).sum().clamp(min=1)  # as train_step scales
         with acc.autocast():
             logits = model(batch["src"], batch["tgt_in"])
             smoothing = cfg.train.label_smoothing
-            loss, n = smoothed_cross_entropy(logits, batch["tgt_out"], PAD, smoothing)
+            loss, _ = smoothed_cross_entropy(
+                logits, batch["tgt_out"], PAD, smoothing, grad_scale=scale
+            )
         sync()
         t1 = time.perf_counter()
-        acc.backward(loss / n)
+        acc.backward(loss * scale)
         sync()
         t2 = time.perf_counter()
         opt.step()

@@ -354,3 +354,40 @@ def test_search_scratch_reuses_one_log_probability_buffer():
     assert later.data_ptr() == first.data_ptr() and later.shape == (3, 5)
     assert scratch.take(torch.zeros(9, 5)).shape == (9, 5) and scratch.rows == 9
     assert scratch.take(torch.zeros(2, 7)).shape == (2, 7)
+
+
+def test_a_16_bit_model_decodes_sources_padded_to_a_multiple_of_8_with_the_same_output(
+    monkeypatch,
+):
+    """On a CPU a bf16 model's source batch is padded to a length multiple of 8 (fewer
+    kernel shapes, docs/serving.md); the padding is masked, so the hypotheses are those of
+    the unpadded batch; a float32 model's batch is left as it is."""
+    import sys
+
+    from t2.decoding.search import pad_source
+
+    search_module = sys.modules["t2.decoding.search"]  # t2.decoding.search is also a function
+
+    model = random_model(seed=5).to(torch.bfloat16)
+    src = random_src(5, 40, seed=6)  # 9 positions
+    seen = []
+    encode = model.encode
+    monkeypatch.setattr(model, "encode", lambda s, p=None: seen.append(s.shape[1]) or encode(s, p))
+    results = {}
+    for multiple in (8, 1):
+        monkeypatch.setattr(search_module, "SOURCE_LENGTH_MULTIPLE", multiple)
+        beam = beam_search(model, src, beam_size=3, max_len_b=5, nbest=2)
+        greedy = greedy_search(model, src, max_len_b=5)
+        results[multiple] = [[(h.tokens, h.score) for h in hs] for hs in beam + greedy]
+    assert seen == [16, 16, 9, 9]
+    assert results[8] == results[1]
+    assert pad_source(random_model(), src) is src  # float32: as it is
+
+
+def test_source_padding_stops_at_a_learned_position_table():
+    from t2.decoding.search import pad_source
+
+    model = random_model(positional="learned", max_positions=12).to(torch.bfloat16)
+    src = random_src(3, 40, seed=2)[:, :9]
+    assert pad_source(model, src).shape[1] == 12
+    assert pad_source(model, src)[:, 9:].eq(0).all()

@@ -181,3 +181,45 @@ def test_self_attention_with_cache_equals_full_causal_pass(positional):
     steps = [attn(x[:, :3], None, True, pos, cache, 0)]  # a 3-token prefix, then one at a time
     steps += [attn(x[:, t : t + 1], None, True, pos, cache, t) for t in range(3, 6)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "rope"])
+def test_bf16_single_query_steps_attend_over_keys_rounded_up_to_8_and_masked(
+    positional, monkeypatch
+):
+    """On a CPU, 16-bit products keep a compiled kernel per shape: one query over the cache
+    takes its keys in lengths rounded up to a multiple of 8 (10 lengths -> 2 shapes), the
+    extra (zeroed) keys masked; the output is the unrounded one's."""
+    import t2.model.attention as attention
+
+    torch.manual_seed(0)
+    attn = SelfAttention(16, 2, 0.0, True, "sdpa").eval().to(torch.bfloat16)
+    pos = build_positional(positional, 16, 8, 32, 10000.0)
+    x = torch.randn(3, 10, 16).to(torch.bfloat16)
+    lengths = []
+    kernel = attn.kernel
+
+    def spy(q, k, *args):
+        lengths.append(k.shape[-2])
+        return kernel(q, k, *args)
+
+    outputs = {}
+    for multiple in (8, 1):
+        monkeypatch.setattr(attention, "ONE_QUERY_KEYS_MULTIPLE", multiple)
+        attn.kernel, cache = spy, KVCache()
+        with torch.no_grad():
+            steps = [attn(x[:, t : t + 1], None, True, pos, cache, t) for t in range(10)]
+        outputs[multiple] = torch.cat(steps, dim=1)
+    assert lengths[:10] == [8] * 8 + [16, 16]  # 2 shapes instead of 10
+    assert lengths[10:] == list(range(1, 11))
+    torch.testing.assert_close(outputs[8], outputs[1], rtol=0, atol=0)
+
+
+def test_kv_cache_returns_a_zeroed_tail_when_rounding_up():
+    cache = KVCache(capacity=16)
+    k, v = cache.append(torch.ones(2, 1, 3, 4), torch.ones(2, 1, 3, 4), multiple=8)
+    assert k.shape[-2] == 8 and cache.length == 3
+    assert k[..., 3:, :].abs().sum() == 0 and v[..., 3:, :].abs().sum() == 0
+    cache.reorder(torch.tensor([1, 0]))  # the spare buffers start zeroed too
+    k, v = cache.append(torch.ones(2, 1, 1, 4), torch.ones(2, 1, 1, 4), multiple=8)
+    assert k.shape[-2] == 8 and k[..., 4:, :].abs().sum() == 0

@@ -3,6 +3,8 @@ save less for the backward pass."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -294,3 +296,30 @@ def test_rope_on_the_fused_projection_saves_less_than_rotating_q_and_k_apart(mon
     plain = saved_bytes(apart, x, constants=constants)
     torch.testing.assert_close(attn(x, None, True, rope), apart(x))
     assert 0 < fused < plain
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rms_norm_of_float32_input_under_autocast_is_the_float32_result(dtype):
+    """Autocast would run the sums of squares in 16 bits (fp16's overflow at rms ~11 would
+    zero the output): the norm switches it off and gives exactly the float32 values."""
+    torch.manual_seed(0)
+    x0, w0, g = 12 * torch.randn(4, 6, 512), torch.randn(512), torch.randn(4, 6, 512)
+    results = []
+    for context in (contextlib.nullcontext(), torch.autocast("cpu", dtype=dtype)):
+        x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+        with context:
+            y = rms_norm(x, w, 1e-6)
+        y.backward(g)
+        results.append((y, x.grad, w.grad))
+    for plain, autocast in zip(*results, strict=True):
+        torch.testing.assert_close(autocast, plain, rtol=0, atol=0)
+
+
+def test_gated_projection_leaves_its_inputs_alone_whatever_the_activation():
+    torch.manual_seed(0)
+    a, b = torch.randn(3, 8, requires_grad=True), torch.randn(3, 8, requires_grad=True)
+    linear = torch.nn.Linear(8, 4)
+    a1, kept = a * 1, (a * 1).detach()
+    out = gated_projection(a1, b, linear, lambda t: t)  # an identity returns its input
+    torch.testing.assert_close(a1.detach(), kept, rtol=0, atol=0)
+    torch.testing.assert_close(out, linear(kept * b))

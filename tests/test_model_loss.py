@@ -185,23 +185,37 @@ def test_training_path_folds_the_expected_scale_into_the_gradient():
     assert seen[0].data_ptr() == saved[-1].data_ptr()
 
 
-@pytest.mark.parametrize("leaf", [True, False])
-def test_training_path_gives_the_right_gradient_for_another_scale_and_retained_graphs(leaf):
-    """A loss scaled by other than grad_scale still gets its gradient, and a retained graph's
-    backward run three times adds three gradients (a saved gradient never ends up as a
-    leaf's .grad, where the second run would add to it in place)."""
+@pytest.mark.parametrize("how", ["leaf", "view of a leaf", "clone of a leaf", "product"])
+def test_training_path_gradients_for_other_scales_retained_graphs_and_the_hand_over(how):
+    """A loss scaled by other than grad_scale gets its gradient (a retained graph may run
+    it again); the expected scale hands the saved gradient over (it may become a leaf's
+    .grad), after which a further backward through the graph fails with a clear error
+    instead of reading a gradient someone else now owns."""
     torch.manual_seed(0)
     logits = torch.randn(2, 5, 9)
     target = torch.randint(1, 9, (2, 5))
     reference_grad = logits.clone().requires_grad_()
     smoothed_cross_entropy(reference_grad, target, PAD, 0.1)[0].backward()
     x = logits.clone().requires_grad_()
-    y = x if leaf else x * 1
-    y.retain_grad()
+    y = {"leaf": lambda: x, "view of a leaf": lambda: x.view(2, 5, 9),
+         "clone of a leaf": x.clone, "product": lambda: x * 1}[how]()  # fmt: skip
     loss, _ = smoothed_cross_entropy(y, target, PAD, 0.1, grad_scale=0.5)
-    (loss * 0.5).backward(retain_graph=True)
-    torch.testing.assert_close(y.grad, 0.5 * reference_grad.grad)
-    (loss * 0.5).backward(retain_graph=True)
-    (loss * 0.25).backward()
-    torch.testing.assert_close(y.grad, 1.25 * reference_grad.grad)
-    torch.testing.assert_close(x.grad, 1.25 * reference_grad.grad)
+    (loss * 0.25).backward(retain_graph=True)
+    torch.testing.assert_close(x.grad, 0.25 * reference_grad.grad)
+    (loss * 0.25).backward(retain_graph=True)
+    (loss * 0.5).backward(retain_graph=True)  # the expected scale: handed over
+    torch.testing.assert_close(x.grad, reference_grad.grad)
+    with pytest.raises(RuntimeError, match="handed its saved gradient"):
+        (loss * 0.25).backward()
+    torch.testing.assert_close(x.grad, reference_grad.grad)
+
+
+def test_training_path_without_grad_scale_runs_backward_on_a_retained_graph_as_often():
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 9, requires_grad=True)
+    loss, _ = smoothed_cross_entropy(x.view(2, 5, 9), torch.randint(1, 9, (2, 5)), PAD, 0.1)
+    loss.backward(retain_graph=True)
+    once = x.grad.clone()
+    for _ in range(3):
+        loss.backward(retain_graph=True)
+    torch.testing.assert_close(x.grad, 4 * once)

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from t2.config import DecodeConfig
 from t2.data.tokenizer import BOS, EOS, PAD
+from t2.model.positional import LearnedPositional
 from t2.model.transformer import DecoderState, Transformer
 
 Tensor = torch.Tensor
@@ -113,6 +114,24 @@ def _hypotheses(tokens: list[list[int]], log_probs: list[float], lp: Penalty) ->
     return out
 
 
+SOURCE_LENGTH_MULTIPLE = 8
+HALF = (torch.bfloat16, torch.float16)
+
+
+def pad_source(model: Transformer, src: Tensor) -> Tensor:
+    """On a CPU, 16-bit matrix products run as kernels compiled per shape, each keeping
+    memory (docs/serving.md): a 16-bit model's source batch is padded to a length that is a
+    multiple of 8 (the new positions are padding, masked everywhere), so that the encoder and
+    cross-attention meet an eighth of the source lengths. Never past a learned table."""
+    weight = getattr(getattr(model, "src_embed", None), "weight", None)  # any model: as it is
+    if weight is None or weight.device.type != "cpu" or weight.dtype not in HALF:
+        return src
+    length = -(-src.shape[1] // SOURCE_LENGTH_MULTIPLE) * SOURCE_LENGTH_MULTIPLE
+    if isinstance(model.positional, LearnedPositional):
+        length = min(length, model.positional.weight.shape[0])
+    return F.pad(src, (0, length - src.shape[1]), value=PAD) if length > src.shape[1] else src
+
+
 @torch.no_grad()
 def greedy_search(
     model: Transformer,
@@ -127,6 +146,7 @@ def greedy_search(
     `alpha` and `norm` only scale the reported score; `lengths` (B,) overrides the maximum
     lengths."""
     B = src.shape[0]  # noqa: N806
+    src = pad_source(model, src)
     src_pad = src.eq(PAD)
     memory = model.encode(src, src_pad)
     max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
@@ -276,6 +296,7 @@ def beam_search(
     `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
     lp = penalty(alpha, norm)
+    src = pad_source(model, src)
     src_pad = src.eq(PAD)
     max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
     steps = int(max_len.max()) + 1

@@ -111,6 +111,17 @@ def flash_attention(
     return out.transpose(1, 2)
 
 
+# On a CPU, 16-bit matrix products run as oneDNN kernels compiled per shape, each keeping
+# ~0.6 MiB (docs/serving.md): a beam search's single-query attention over every key length
+# 1..T and every live row count made 1,024 shapes, +669 MiB. Self-attention over the cache
+# takes its keys in lengths rounded up to a multiple of 8, the extra keys masked.
+ONE_QUERY_KEYS_MULTIPLE = 8
+
+
+def _per_shape_kernels(q: Tensor) -> bool:
+    return q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)
+
+
 @dataclass
 class KVCache:
     """Keys and values of one attention layer, (B, H, T, Dh), grown in place while decoding."""
@@ -121,12 +132,15 @@ class KVCache:
     capacity: int = 16  # positions of the first buffer (a search knows its maximum length)
     spare: tuple[Tensor, Tensor] | None = None  # buffers a reorder left, reused by the next
 
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    def append(self, k: Tensor, v: Tensor, multiple: int = 1) -> tuple[Tensor, Tensor]:
+        """Append and return the keys and values so far, their length rounded up to a
+        `multiple` (within the buffer): the positions past `length` are then finite (the
+        buffers start zeroed) and the caller masks them."""
         new = self.length + k.shape[-2]
         if self.k is None or new > self.k.shape[-2]:  # grow by doubling, amortised O(1)
             capacity = max(2 * new, self.capacity)
             shape = (*k.shape[:-2], capacity, k.shape[-1])
-            big_k, big_v = k.new_empty(shape), v.new_empty(shape)
+            big_k, big_v = k.new_zeros(shape), v.new_zeros(shape)
             if self.k is not None:
                 big_k[..., : self.length, :] = self.k[..., : self.length, :]
                 big_v[..., : self.length, :] = self.v[..., : self.length, :]
@@ -134,7 +148,8 @@ class KVCache:
         self.k[..., self.length : new, :] = k
         self.v[..., self.length : new, :] = v
         self.length = new
-        return self.k[..., :new, :], self.v[..., :new, :]
+        end = min(-(-new // multiple) * multiple, self.k.shape[-2])
+        return self.k[..., :end, :], self.v[..., :end, :]
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index`; only the filled part of the buffers is copied, straight
@@ -148,8 +163,8 @@ class KVCache:
             self.spare = None  # out= has no autograd, and saved views must stay unchanged
             return
         shape = (len(index), *self.k.shape[1:])
-        if self.spare is None or self.spare[0].shape != shape:
-            self.spare = (self.k.new_empty(shape), self.v.new_empty(shape))
+        if self.spare is None or self.spare[0].shape != shape:  # zeroed: see append
+            self.spare = (self.k.new_zeros(shape), self.v.new_zeros(shape))
         k, v = self.spare
         torch.index_select(self.k[..., :n, :], 0, index, out=k[..., :n, :])
         torch.index_select(self.v[..., :n, :], 0, index, out=v[..., :n, :])
@@ -224,8 +239,15 @@ class SelfAttention(_Attention):
         qkv = rearrange(self.qkv(x), "b t (n h d) -> n b h t d", n=3, h=self.n_heads)
         q, k, v = positional.rotate_qkv(qkv, offset).unbind(0)
         if cache is not None:
-            k, v = cache.append(k, v)
-            causal = causal and q.shape[-2] > 1  # one new query sees the whole prefix
+            one_query = q.shape[-2] == 1
+            multiple = ONE_QUERY_KEYS_MULTIPLE if one_query and _per_shape_kernels(q) else 1
+            k, v = cache.append(k, v, multiple)
+            causal = causal and not one_query  # one new query sees the whole prefix
+            if k.shape[-2] > cache.length:  # the rounded-up tail: masked as padding
+                tail = torch.arange(k.shape[-2], device=k.device) >= cache.length
+                key_padding = tail.expand(k.shape[0], -1) if key_padding is None else (
+                    F.pad(key_padding, (0, k.shape[-2] - key_padding.shape[-1]), value=True)
+                )  # fmt: skip
         return self._attend(q, k, v, key_padding, causal)
 
 

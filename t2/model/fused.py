@@ -32,27 +32,30 @@ Tensor = torch.Tensor
 
 class _RMSNorm(torch.autograd.Function):
     """Each pass writes into a tensor the previous one made, where it can: on a CPU every
-    fresh (tokens x d_model) float32 tensor costs page faults as well as its pass."""
+    fresh (tokens x d_model) float32 tensor costs page faults as well as its pass. Autocast
+    is off inside: it would run vecdot in 16 bits (and overflow fp16's sums of squares)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, eps: float) -> Tensor:  # type: ignore[override]
-        x32 = x.to(torch.promote_types(x.dtype, torch.float32))  # bf16/fp16 -> fp32
-        mean_square = torch.linalg.vecdot(x32, x32).unsqueeze_(-1).div_(x.shape[-1])
-        rstd = mean_square.add_(eps).rsqrt_()
-        ctx.save_for_backward(x, weight, rstd)
-        return torch.mul(x32, rstd).mul_(weight).to(x.dtype)
+        with torch.autocast(x.device.type, enabled=False):
+            x32 = x.to(torch.promote_types(x.dtype, torch.float32))  # bf16/fp16 -> fp32
+            mean_square = torch.linalg.vecdot(x32, x32).unsqueeze_(-1).div_(x.shape[-1])
+            rstd = mean_square.add_(eps).rsqrt_()
+            ctx.save_for_backward(x, weight, rstd)
+            return torch.mul(x32, rstd).mul_(weight).to(x.dtype)
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         x, weight, rstd = ctx.saved_tensors
-        xhat, g = torch.mul(x, rstd), grad.to(rstd.dtype)  # xhat in float32
-        gw = torch.mul(g, weight)
-        grad_weight = None
-        if ctx.needs_input_grad[1]:
-            grad_weight = g.mul(xhat).flatten(0, -2).sum(0).to(weight.dtype)
-        dot = torch.linalg.vecdot(gw, xhat).unsqueeze_(-1).div_(x.shape[-1])  # mean(gw xhat)
-        grad_x = xhat.mul_(dot).neg_().add_(gw).mul_(rstd)  # rstd (gw - xhat mean(gw xhat))
-        return grad_x.to(x.dtype), grad_weight, None
+        with torch.autocast(x.device.type, enabled=False):
+            xhat, g = torch.mul(x, rstd), grad.to(rstd.dtype)  # xhat in float32
+            gw = torch.mul(g, weight)
+            grad_weight = None
+            if ctx.needs_input_grad[1]:
+                grad_weight = g.mul(xhat).flatten(0, -2).sum(0).to(weight.dtype)
+            dot = torch.linalg.vecdot(gw, xhat).unsqueeze_(-1).div_(x.shape[-1])
+            grad_x = xhat.mul_(dot).neg_().add_(gw).mul_(rstd)  # rstd (gw - xhat mean(gw xhat))
+            return grad_x.to(x.dtype), grad_weight, None
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -136,7 +139,9 @@ class _GatedProjection(torch.autograd.Function):
                 act: Callable[[Tensor], Tensor]) -> Tensor:  # fmt: skip
         ctx.save_for_backward(a, b, weight)
         ctx.act, ctx.bias_dtype = act, None if bias is None else bias.dtype
-        return F.linear(act(a).mul_(b), weight, bias)  # under autocast: the autocast dtype
+        h = act(a)  # in place only on a tensor of its own (an identity act returns a)
+        h = h.mul_(b) if h.untyped_storage().data_ptr() != a.untyped_storage().data_ptr() else h * b
+        return F.linear(h, weight, bias)  # under autocast: the autocast dtype
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]

@@ -25,11 +25,12 @@ CHUNK_ROWS = 128  # tokens per block: 128 x 8k float32 = 4 MiB, within a CPU's L
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, pad_id: int, eps: float, scale: float):  # type: ignore[override]
+    def forward(ctx, logits: Tensor, target: Tensor, pad_id: int, eps: float,  # type: ignore[override]
+                scale: float | None) -> Tensor:  # fmt: skip
         vocab = logits.shape[-1]
         flat, ids = logits.reshape(-1, vocab), target.reshape(-1, 1)
         grad = torch.empty_like(flat)
-        block = torch.empty((min(CHUNK_ROWS, flat.shape[0]), vocab), dtype=torch.float32)
+        block = flat.new_empty((min(CHUNK_ROWS, flat.shape[0]), vocab), dtype=torch.float32)
         total = torch.zeros((), dtype=torch.float32, device=logits.device)
         for start in range(0, flat.shape[0], CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
@@ -47,22 +48,30 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                 p.sub_(eps / vocab)
             p.scatter_add_(1, t, torch.full_like(lse, eps - 1.0))
             # the caller's scale applied in float32, the result rounded once to the logits' dtype
-            torch.mul(p.masked_fill_(pad, 0.0), scale, out=grad[rows])
+            torch.mul(p.masked_fill_(pad, 0.0), 1.0 if scale is None else scale, out=grad[rows])
         ctx.save_for_backward(grad)
-        ctx.shape, ctx.scale, ctx.leaf = logits.shape, scale, logits.is_leaf
+        ctx.shape, ctx.scale, ctx.handed_over = logits.shape, scale, False
         return total
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor):  # type: ignore[override]
         first_order_only("the blockwise smoothed_cross_entropy")
+        if ctx.handed_over:
+            raise RuntimeError(
+                "smoothed_cross_entropy(grad_scale=...) handed its saved gradient to the first "
+                "backward pass; to run backward again on a retained graph, leave grad_scale "
+                "unset"
+            )
         (grad,) = ctx.saved_tensors
-        if grad_loss.item() == ctx.scale and not ctx.leaf:  # the expected scale: no pass at all
-            # (read-only downstream; a leaf's .grad could take this tensor and be added to in
-            # place, which a retained graph would then return again)
+        if ctx.scale is not None and grad_loss.item() == ctx.scale:
+            # the expected scale: the saved gradient is the answer, handed over without a
+            # pass; it may end up as a leaf's .grad, so this function never reads it again
+            ctx.handed_over = True
             return grad.view(ctx.shape), None, None, None, None
-        # another scale: one more pass, in float32, rounded once; not in place, since a
+        # any other scale: one more pass, in float32, rounded once; not in place, since a
         # retained graph may run this backward again
-        return (grad * (grad_loss / ctx.scale)).view(ctx.shape), None, None, None, None
+        factor = grad_loss if ctx.scale is None else grad_loss / ctx.scale
+        return (grad * factor).view(ctx.shape), None, None, None, None
 
 
 def smoothed_cross_entropy(
@@ -73,15 +82,17 @@ def smoothed_cross_entropy(
 
     logits (B, T, V) are upcast to float32 so that a bf16 forward pass keeps an exact loss.
     Returns tensors (no host sync): divide the sum by the count for the mean.
-    grad_scale: the factor the caller multiplies the loss by before its backward pass
+    grad_scale: the factor the caller multiplies the loss by before its one backward pass
     (train_step's 1 / tokens). The blockwise path folds it into the gradient as it computes
-    it, instead of a pass over the (tokens x vocabulary) gradient in the backward pass; any
-    other factor still gives the right gradient, with that pass.
+    it and hands that gradient over in the backward pass without a pass over the (tokens x
+    vocabulary) tensor; backward through the same graph a second time then fails with a
+    clear error (leave grad_scale unset to retain the graph). A backward with any other
+    factor still gets the right gradient, with that pass.
     """
     count = target.ne(pad_id).sum()
     fused = logits.device.type == "cpu" and logits.requires_grad and torch.is_grad_enabled()
     if fused and not torch.compiler.is_compiling():
-        scale = 1.0 if grad_scale is None else float(grad_scale)  # a CPU tensor: no sync
+        scale = None if grad_scale is None else float(grad_scale)  # a CPU tensor: no sync
         return _SmoothedCrossEntropy.apply(logits, target, pad_id, smoothing, scale), count
     loss = F.cross_entropy(
         logits.float().flatten(0, 1),
