@@ -362,11 +362,8 @@ def test_a_16_bit_model_decodes_sources_padded_to_a_multiple_of_8_with_the_same_
     """On a CPU a bf16 model's source batch is padded to a length multiple of 8 (fewer
     kernel shapes, docs/serving.md); the padding is masked, so the hypotheses are those of
     the unpadded batch; a float32 model's batch is left as it is."""
-    import sys
-
+    import t2.model.attention as attention
     from t2.decoding.search import pad_source
-
-    search_module = sys.modules["t2.decoding.search"]  # t2.decoding.search is also a function
 
     model = random_model(seed=5).to(torch.bfloat16)
     src = random_src(5, 40, seed=6)  # 9 positions
@@ -375,7 +372,7 @@ def test_a_16_bit_model_decodes_sources_padded_to_a_multiple_of_8_with_the_same_
     monkeypatch.setattr(model, "encode", lambda s, p=None: seen.append(s.shape[1]) or encode(s, p))
     results = {}
     for multiple in (8, 1):
-        monkeypatch.setattr(search_module, "SOURCE_LENGTH_MULTIPLE", multiple)
+        monkeypatch.setattr(attention, "SHAPE_MULTIPLE", multiple)
         beam = beam_search(model, src, beam_size=3, max_len_b=5, nbest=2)
         greedy = greedy_search(model, src, max_len_b=5)
         results[multiple] = [[(h.tokens, h.score) for h in hs] for hs in beam + greedy]

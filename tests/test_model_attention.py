@@ -205,7 +205,7 @@ def test_bf16_single_query_steps_attend_over_keys_rounded_up_to_8_and_masked(
 
     outputs = {}
     for multiple in (8, 1):
-        monkeypatch.setattr(attention, "ONE_QUERY_KEYS_MULTIPLE", multiple)
+        monkeypatch.setattr(attention, "SHAPE_MULTIPLE", multiple)
         attn.kernel, cache = spy, KVCache()
         with torch.no_grad():
             steps = [attn(x[:, t : t + 1], None, True, pos, cache, t) for t in range(10)]
@@ -216,10 +216,16 @@ def test_bf16_single_query_steps_attend_over_keys_rounded_up_to_8_and_masked(
 
 
 def test_kv_cache_returns_a_zeroed_tail_when_rounding_up():
+    """Masked keys weigh 0, and 0 times NaN is NaN: whatever the buffers held past the
+    filled length (here NaN, as a fresh or reused buffer may), the rounded-up tail is 0."""
     cache = KVCache(capacity=16)
-    k, v = cache.append(torch.ones(2, 1, 3, 4), torch.ones(2, 1, 3, 4), multiple=8)
+    cache.append(torch.ones(2, 1, 1, 4), torch.ones(2, 1, 1, 4))
+    cache.k[..., 1:, :], cache.v[..., 1:, :] = float("nan"), float("nan")
+    k, v = cache.append(torch.ones(2, 1, 2, 4), torch.ones(2, 1, 2, 4), multiple=8)
     assert k.shape[-2] == 8 and cache.length == 3
     assert k[..., 3:, :].abs().sum() == 0 and v[..., 3:, :].abs().sum() == 0
-    cache.reorder(torch.tensor([1, 0]))  # the spare buffers start zeroed too
+    cache.reorder(torch.tensor([1, 0]))  # into fresh spare buffers
+    cache.k[..., 3:, :], cache.v[..., 3:, :] = float("nan"), float("nan")
     k, v = cache.append(torch.ones(2, 1, 1, 4), torch.ones(2, 1, 1, 4), multiple=8)
-    assert k.shape[-2] == 8 and k[..., 4:, :].abs().sum() == 0
+    assert k.shape[-2] == 8 and k[..., 4:, :].abs().sum() == 0 and v[..., 4:, :].abs().sum() == 0
+    assert torch.isfinite(k).all() and torch.isfinite(v).all()

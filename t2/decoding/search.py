@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from t2.config import DecodeConfig
 from t2.data.tokenizer import BOS, EOS, PAD
+from t2.model import attention
 from t2.model.positional import LearnedPositional
 from t2.model.transformer import DecoderState, Transformer
 
@@ -114,19 +115,16 @@ def _hypotheses(tokens: list[list[int]], log_probs: list[float], lp: Penalty) ->
     return out
 
 
-SOURCE_LENGTH_MULTIPLE = 8
-HALF = (torch.bfloat16, torch.float16)
-
-
 def pad_source(model: Transformer, src: Tensor) -> Tensor:
-    """On a CPU, 16-bit matrix products run as kernels compiled per shape, each keeping
-    memory (docs/serving.md): a 16-bit model's source batch is padded to a length that is a
-    multiple of 8 (the new positions are padding, masked everywhere), so that the encoder and
-    cross-attention meet an eighth of the source lengths. Never past a learned table."""
-    weight = getattr(getattr(model, "src_embed", None), "weight", None)  # any model: as it is
-    if weight is None or weight.device.type != "cpu" or weight.dtype not in HALF:
+    """A 16-bit model's source batch on a CPU, padded to a length that is a multiple of
+    attention.SHAPE_MULTIPLE (the new positions are padding, masked everywhere), so that the
+    encoder and cross-attention meet that many times fewer kernel shapes. Never past a
+    learned position table; any other batch as it is."""
+    weight = getattr(getattr(model, "src_embed", None), "weight", None)  # duck-typed models
+    if weight is None or not attention.per_shape_kernels(weight):
         return src
-    length = -(-src.shape[1] // SOURCE_LENGTH_MULTIPLE) * SOURCE_LENGTH_MULTIPLE
+    multiple = attention.SHAPE_MULTIPLE
+    length = -(-src.shape[1] // multiple) * multiple
     if isinstance(model.positional, LearnedPositional):
         length = min(length, model.positional.weight.shape[0])
     return F.pad(src, (0, length - src.shape[1]), value=PAD) if length > src.shape[1] else src

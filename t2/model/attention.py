@@ -113,13 +113,15 @@ def flash_attention(
 
 # On a CPU, 16-bit matrix products run as oneDNN kernels compiled per shape, each keeping
 # ~0.6 MiB (docs/serving.md): a beam search's single-query attention over every key length
-# 1..T and every live row count made 1,024 shapes, +669 MiB. Self-attention over the cache
-# takes its keys in lengths rounded up to a multiple of 8, the extra keys masked.
-ONE_QUERY_KEYS_MULTIPLE = 8
+# 1..T and every live row count made 1,024 shapes, +669 MiB. Decoding therefore rounds the
+# lengths it controls up to a multiple of SHAPE_MULTIPLE, the extra positions masked:
+# self-attention's keys over the cache (here) and the source batch (t2.decoding.search).
+SHAPE_MULTIPLE = 8
 
 
-def _per_shape_kernels(q: Tensor) -> bool:
-    return q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)
+def per_shape_kernels(t: Tensor) -> bool:
+    """Whether products of `t` run as kernels compiled per shape (16 bits on a CPU)."""
+    return t.device.type == "cpu" and t.dtype in (torch.bfloat16, torch.float16)
 
 
 @dataclass
@@ -134,13 +136,13 @@ class KVCache:
 
     def append(self, k: Tensor, v: Tensor, multiple: int = 1) -> tuple[Tensor, Tensor]:
         """Append and return the keys and values so far, their length rounded up to a
-        `multiple` (within the buffer): the positions past `length` are then finite (the
-        buffers start zeroed) and the caller masks them."""
+        `multiple` (within the buffer); the positions past `length` are zeroed (a masked
+        key's weight is 0, and 0 times whatever a fresh buffer held could be NaN)."""
         new = self.length + k.shape[-2]
         if self.k is None or new > self.k.shape[-2]:  # grow by doubling, amortised O(1)
             capacity = max(2 * new, self.capacity)
             shape = (*k.shape[:-2], capacity, k.shape[-1])
-            big_k, big_v = k.new_zeros(shape), v.new_zeros(shape)
+            big_k, big_v = k.new_empty(shape), v.new_empty(shape)
             if self.k is not None:
                 big_k[..., : self.length, :] = self.k[..., : self.length, :]
                 big_v[..., : self.length, :] = self.v[..., : self.length, :]
@@ -149,6 +151,9 @@ class KVCache:
         self.v[..., self.length : new, :] = v
         self.length = new
         end = min(-(-new // multiple) * multiple, self.k.shape[-2])
+        if end > new:
+            self.k[..., new:end, :].zero_()
+            self.v[..., new:end, :].zero_()
         return self.k[..., :end, :], self.v[..., :end, :]
 
     def reorder(self, index: Tensor) -> None:
@@ -163,8 +168,8 @@ class KVCache:
             self.spare = None  # out= has no autograd, and saved views must stay unchanged
             return
         shape = (len(index), *self.k.shape[1:])
-        if self.spare is None or self.spare[0].shape != shape:  # zeroed: see append
-            self.spare = (self.k.new_zeros(shape), self.v.new_zeros(shape))
+        if self.spare is None or self.spare[0].shape != shape:
+            self.spare = (self.k.new_empty(shape), self.v.new_empty(shape))
         k, v = self.spare
         torch.index_select(self.k[..., :n, :], 0, index, out=k[..., :n, :])
         torch.index_select(self.v[..., :n, :], 0, index, out=v[..., :n, :])
@@ -240,7 +245,7 @@ class SelfAttention(_Attention):
         q, k, v = positional.rotate_qkv(qkv, offset).unbind(0)
         if cache is not None:
             one_query = q.shape[-2] == 1
-            multiple = ONE_QUERY_KEYS_MULTIPLE if one_query and _per_shape_kernels(q) else 1
+            multiple = SHAPE_MULTIPLE if one_query and per_shape_kernels(q) else 1
             k, v = cache.append(k, v, multiple)
             causal = causal and not one_query  # one new query sees the whole prefix
             if k.shape[-2] > cache.length:  # the rounded-up tail: masked as padding
