@@ -191,8 +191,6 @@ def matmul_peak(precision: str, n: int = 1024, repeats: int = 10) -> float:
 def breakdown(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[str, float]:
     """Report 001's phases of a t2 step: forward (with the loss), backward, optimizer step;
     the median over --rounds x --steps-per-round steps, synchronising between phases."""
-    from t2.model.loss import smoothed_cross_entropy
-
     engine = T2Engine(cfg, ds, args, precision)
     model, opt, acc = engine.model, engine.optimizer, engine.acc
     phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "step": []}
@@ -201,12 +199,9 @@ def breakdown(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict
         sync()
         t0 = time.perf_counter()
         scale = 1.0 / batch["tgt_out"].ne(PAD).sum().clamp(min=1)  # as train_step scales
-        with acc.autocast():
-            logits = model(batch["src"], batch["tgt_in"])
+        with acc.autocast():  # as train_step: the model's projection and loss together
             smoothing = cfg.train.label_smoothing
-            loss, _ = smoothed_cross_entropy(
-                logits, batch["tgt_out"], PAD, smoothing, grad_scale=scale
-            )
+            loss, _ = model(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
         sync()
         t1 = time.perf_counter()
         acc.backward(loss * scale)

@@ -219,3 +219,120 @@ def test_training_path_without_grad_scale_runs_backward_on_a_retained_graph_as_o
     for _ in range(3):
         loss.backward(retain_graph=True)
     torch.testing.assert_close(x.grad, 4 * once)
+
+
+# projected_cross_entropy: the output projection and the loss together (train_step's path)
+
+
+def _projection_case(pad_id: int = PAD):
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 11, 16)
+    weight = torch.randn(40, 16) / 4
+    target = torch.randint(1, 40, (3, 11))
+    target[0, 7:] = pad_id  # padding in the middle of a group and of a block
+    target[2, 2:5] = pad_id
+    return hidden, weight, target
+
+
+def _reference_projection(hidden, weight, target, pad_id, autocast, scale):
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+        loss = torch.nn.functional.cross_entropy(
+            torch.nn.functional.linear(h, w).float().flatten(0, 1), target.flatten(),
+            ignore_index=pad_id, label_smoothing=0.1, reduction="sum",
+        )  # fmt: skip
+    (loss * scale).backward()
+    return loss.detach(), h.grad, w.grad
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+@pytest.mark.parametrize("pad_id", [PAD, -100])
+def test_projected_loss_gives_the_reference_loss_and_gradients(autocast, pad_id, monkeypatch):
+    """Groups of 8 tokens in blocks of 3 over 33 tokens (partial ones at both levels), a pad
+    id inside or outside the vocabulary; fp32 exactly, bf16 autocast within its rounding."""
+    from t2.model.loss import projected_cross_entropy
+
+    monkeypatch.setattr("t2.model.loss.PROJECTION_ROWS", 8)
+    monkeypatch.setattr("t2.model.loss.CHUNK_ROWS", 3)
+    hidden, weight, target = _projection_case(pad_id)
+    expected, grad_h, grad_w = _reference_projection(hidden, weight, target, pad_id, autocast, 0.1)
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+        loss, n = projected_cross_entropy(h, w, target, pad_id, 0.1, grad_scale=0.1)
+    (loss * 0.1).backward()
+    assert n.item() == 33 - 4 - 3 and loss.dtype == torch.float32
+    torch.testing.assert_close(loss, expected, rtol=1e-5 if autocast else 1e-6, atol=0)
+    assert h.grad.dtype == w.grad.dtype == torch.float32
+    for ours, theirs in ((h.grad, grad_h), (w.grad, grad_w)):
+        tol = 1e-2 * theirs.abs().max() if autocast else 1e-6 * theirs.abs().max()
+        assert (ours - theirs).abs().max() <= tol
+    assert h.grad[0, 7:].abs().sum() == 0 and h.grad[2, 2:5].abs().sum() == 0
+
+
+def test_projected_loss_never_projects_padding_positions():
+    """Padding positions are left out before the projection: whatever their states hold
+    (here NaN and inf), the loss and every gradient are those of the real tokens."""
+    from t2.model.loss import projected_cross_entropy
+
+    hidden, weight, target = _projection_case()
+    poisoned = hidden.clone()
+    poisoned[0, 7:] = float("nan")
+    poisoned[2, 2:5] = float("inf")
+    results = []
+    for states in (hidden, poisoned):
+        h, w = states.clone().requires_grad_(), weight.clone().requires_grad_()
+        loss, _ = projected_cross_entropy(h, w, target, PAD, 0.1)
+        loss.backward()
+        results.append((loss, h.grad, w.grad))
+    for clean, dirty in zip(*results, strict=True):
+        assert torch.equal(clean, dirty)
+
+
+def test_projected_loss_holds_no_tokens_by_vocabulary_tensor(monkeypatch):
+    """What it keeps for the backward pass is the gradients of the states and the weight
+    (tokens x D and V x D), never the (tokens x vocabulary) logits or their gradient."""
+    from t2.model.loss import projected_cross_entropy
+
+    monkeypatch.setattr("t2.model.loss.PROJECTION_ROWS", 8)
+    hidden = torch.randn(4, 16, 8, requires_grad=True)
+    weight = torch.randn(500, 8, requires_grad=True)
+    target = torch.randint(1, 500, (4, 16))
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t,
+                                                  lambda t: t):  # fmt: skip
+        projected_cross_entropy(hidden, weight, target, PAD, 0.1)
+    assert saved and max(saved) == weight.numel() < 64 * 500
+
+
+def test_projected_loss_scales_hands_over_and_refuses_what_it_cannot_do():
+    """Another scale than grad_scale gets its gradient (again on a retained graph); the
+    expected scale hands the saved weight gradient over, after which a further backward
+    fails with a clear error; a second derivative is refused, never a silent 0."""
+    from t2.model.loss import projected_cross_entropy
+
+    hidden, weight, target = _projection_case()
+    _, grad_h, grad_w = _reference_projection(hidden, weight, target, PAD, False, 1.0)
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    loss, _ = projected_cross_entropy(h, w, target, PAD, 0.1, grad_scale=0.5)
+    (loss * 0.25).backward(retain_graph=True)
+    torch.testing.assert_close(w.grad, 0.25 * grad_w)
+    (loss * 0.25).backward(retain_graph=True)
+    (loss * 0.5).backward(retain_graph=True)  # the expected scale: handed over
+    torch.testing.assert_close(w.grad, grad_w)
+    torch.testing.assert_close(h.grad, grad_h)
+    with pytest.raises(RuntimeError, match="handed its saved weight gradient"):
+        (loss * 0.25).backward()
+    loss, _ = projected_cross_entropy(h, w, target, PAD, 0.1)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.grad(loss, h, create_graph=True)
+
+
+def test_projected_loss_without_gradients_is_the_plain_one():
+    from t2.model.loss import projected_cross_entropy
+
+    hidden, weight, target = _projection_case()
+    with torch.no_grad():
+        loss, n = projected_cross_entropy(hidden, weight, target, PAD, 0.1)
+    expected, _, _ = _reference_projection(hidden, weight, target, PAD, False, 1.0)
+    torch.testing.assert_close(loss, expected)
+    assert n.item() == 26

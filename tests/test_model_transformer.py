@@ -44,12 +44,41 @@ def test_every_combination_trains(tiny_model_config, positional, norm, ffn, plac
         assert torch.isfinite(p.grad).all(), name
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     first = loss.item()
-    for _ in range(10):
+    for _ in range(10):  # train_step's path: the projection and the loss together
         optimizer.step()
         optimizer.zero_grad()
-        loss, _ = smoothed_cross_entropy(model(src, tgt[:, :-1]), tgt[:, 1:], 0, 0.1)
+        loss, _ = model(src, tgt[:, :-1], tgt[:, 1:], 0.1)
         loss.backward()
     assert loss.item() < 0.8 * first, (first, loss.item())
+
+
+@pytest.mark.parametrize("tie", ["all", "decoder", "none"])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_training_forward_gives_the_loss_and_gradients_of_the_logits(tiny_model_config, tie,
+                                                                     autocast):  # fmt: skip
+    """model(src, tgt_in, target) (train_step's path) equals the loss of model(src, tgt_in)'s
+    logits, and every parameter gets the same gradient, for each tying of the output
+    projection; in bf16 autocast within bf16's rounding."""
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config(tie_embeddings=tie)).eval()  # no dropout
+    src, tgt = _tokens(3, 7), _tokens(3, 6, seed=1)
+    src[1, 4:], tgt[1, 3:], tgt[2, 5:] = 0, 0, 0
+    grads, losses = [], []
+    for fused in (False, True):
+        model.zero_grad()
+        with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+            if fused:
+                loss, n = model(src, tgt[:, :-1], tgt[:, 1:], 0.1, grad_scale=0.25)
+            else:
+                loss, n = smoothed_cross_entropy(model(src, tgt[:, :-1]), tgt[:, 1:], 0, 0.1)
+        (loss * 0.25).backward()
+        losses.append(loss.detach())
+        grads.append({k: p.grad.clone() for k, p in model.named_parameters()})
+    assert n.item() == 5 + 2 + 4
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-5 if autocast else 1e-6, atol=0)
+    for name, expected in grads[0].items():
+        tol = 2e-2 * expected.abs().max() if autocast else 1e-5 * expected.abs().max() + 1e-7
+        assert (grads[1][name] - expected).abs().max() <= tol, name
 
 
 @pytest.mark.parametrize("kernel", [n for n in ATTENTION.names() if n != "sdpa"])

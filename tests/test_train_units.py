@@ -113,12 +113,13 @@ def test_a_non_finite_step_is_skipped_without_changing_weights(precision, capsys
 
 
 @pytest.mark.usefixtures("fresh_accelerator_state")
-def test_bf16_logits_reach_the_loss_with_the_reference_loss_and_gradients(monkeypatch):
-    """prepare_model drops Accelerate's float32 copy of the outputs: under bf16 the loss gets
-    the bf16 logits (half the bytes of the largest tensor), and train_step's loss and
-    gradients are those of the reference path, which upcasts the same logits."""
-    import t2.train.step as step_module
-    from t2.model.loss import smoothed_cross_entropy
+def test_bf16_train_step_gives_the_reference_loss_and_gradients(monkeypatch):
+    """prepare_model drops Accelerate's float32 copy of the outputs, and train_step projects
+    the decoder's states and takes the loss under autocast (the projection in bf16, as the
+    reference's autocast linear): its loss and gradients are the reference path's, which
+    upcasts the bf16 logits."""
+    import t2.model.transformer as transformer_module
+    from t2.model.loss import projected_cross_entropy
     from t2.train.setup import prepare_model
 
     acc = Accelerator(cpu=True, mixed_precision="bf16")
@@ -134,16 +135,16 @@ def test_bf16_logits_reach_the_loss_with_the_reference_loss_and_gradients(monkey
 
     seen = []
 
-    def spy(logits, *args, **kwargs):
-        seen.append(logits.dtype)
-        return smoothed_cross_entropy(logits, *args, **kwargs)
+    def spy(*args, **kwargs):
+        seen.append(torch.is_autocast_enabled("cpu"))
+        return projected_cross_entropy(*args, **kwargs)
 
-    monkeypatch.setattr(step_module, "smoothed_cross_entropy", spy)
+    monkeypatch.setattr(transformer_module, "projected_cross_entropy", spy)
     opt.step = lambda: None  # keep the gradients to compare them
     opt.zero_grad = lambda set_to_none=True: None
     stats = StepStats.zeros(acc.device)
     train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
-    assert seen == [torch.bfloat16]
+    assert seen == [True]
 
     b = _batch()
     with torch.autocast("cpu", dtype=torch.bfloat16):

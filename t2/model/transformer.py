@@ -15,6 +15,7 @@ from t2.model.attention import KVCache
 from t2.model.fused import Dropout
 from t2.model.init import initialise
 from t2.model.layers import DecoderLayer, EncoderLayer
+from t2.model.loss import projected_cross_entropy
 from t2.model.norm import build_norm
 from t2.model.positional import build_positional
 
@@ -98,6 +99,16 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """Logits (B, T, V) of the next token at each target position. Each source row may
         serve g consecutive target rows (beam search's beams of one sentence)."""
+        return self.project(self.decoder_states(tgt_in, memory, src_pad, state))
+
+    def decoder_states(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_pad: Tensor,
+        state: DecoderState | None = None,
+    ) -> Tensor:
+        """The decoder's output (B, T, D) before the output projection; as `decode`."""
         offset = state.offset if state is not None else 0
         x = self._embed(self.tgt_embed, tgt_in, offset)
         for i, layer in enumerate(self.decoder):
@@ -106,16 +117,37 @@ class Transformer(nn.Module):
             x = layer(x, memory, src_pad, self.positional, self_cache, cross_cache, offset)
         if state is not None:
             state.offset += tgt_in.shape[1]
-        return self.project(self.decoder_norm(x))
+        return self.decoder_norm(x)
+
+    @property
+    def output_weight(self) -> Tensor:
+        """The output projection's (V, D) matrix (the target embedding's when tied)."""
+        return self.output.weight if self.output is not None else self.tgt_embed.weight
 
     def project(self, h: Tensor) -> Tensor:
-        weight = self.output.weight if self.output is not None else self.tgt_embed.weight
-        return F.linear(h, weight)
+        return F.linear(h, self.output_weight)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced logits (B, T, V); src (B, S) and tgt_in (B, T) are padded ids."""
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        target: Tensor | None = None,
+        smoothing: float = 0.0,
+        grad_scale: Tensor | float | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Teacher-forced logits (B, T, V); src (B, S) and tgt_in (B, T) are padded ids.
+
+        With `target` (B, T), the label-smoothed loss summed over its real tokens and their
+        count instead (t2.model.loss.projected_cross_entropy, with `grad_scale`): training
+        on a CPU then never holds the (tokens x vocabulary) logits whole.
+        """
         src_pad = src.eq(self.pad_id)
-        return self.decode(tgt_in, self.encode(src, src_pad), src_pad)
+        h = self.decoder_states(tgt_in, self.encode(src, src_pad), src_pad)
+        if target is None:
+            return self.project(h)
+        return projected_cross_entropy(
+            h, self.output_weight, target, self.pad_id, smoothing, grad_scale
+        )
 
     def new_state(self, capacity: int = 16) -> DecoderState:
         """An empty decoding state; `capacity`: the longest prefix expected (BOS included)."""

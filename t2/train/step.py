@@ -14,8 +14,6 @@ from dataclasses import dataclass
 import torch
 from accelerate import Accelerator
 
-from t2.model.loss import smoothed_cross_entropy
-
 Tensor = torch.Tensor
 
 
@@ -56,11 +54,8 @@ def train_step(
         last = i == len(batches) - 1
         sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
         with sync:
-            with accelerator.autocast():  # bf16 logits reach the loss (t2.train.setup.prepare)
-                logits = model(batch["src"], batch["tgt_in"])  # (B, T, V)
-                loss, _ = smoothed_cross_entropy(
-                    logits, batch["tgt_out"], pad_id, smoothing, grad_scale=scale
-                )
+            with accelerator.autocast():  # the projection in bf16 (t2.train.setup.prepare)
+                loss, _ = model(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
             accelerator.backward(loss * scale)
         step_loss += loss.detach()
     params = [p for p in model.parameters() if p.grad is not None]
