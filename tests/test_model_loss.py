@@ -336,3 +336,25 @@ def test_projected_loss_without_gradients_is_the_plain_one():
     expected, _, _ = _reference_projection(hidden, weight, target, PAD, False, 1.0)
     torch.testing.assert_close(loss, expected)
     assert n.item() == 26
+
+
+@pytest.mark.parametrize("projected", [False, True])
+def test_a_zero_grad_scale_is_refused_and_padding_is_masked_by_itself(projected):
+    """Padding is left out of the loss by its mask, not by the folded scale (a scale of 0
+    once zeroed the whole loss); a zero grad_scale, which would fold a zero gradient in
+    for good, is refused in one line."""
+    from t2.model.loss import projected_cross_entropy
+
+    hidden, weight, target = _projection_case()
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+
+    def loss_of(**kwargs):
+        if projected:
+            return projected_cross_entropy(h, w, target, PAD, 0.1, **kwargs)[0]
+        return smoothed_cross_entropy(torch.nn.functional.linear(h, w), target, PAD, 0.1,
+                                      **kwargs)[0]  # fmt: skip
+
+    expected, _, _ = _reference_projection(hidden, weight, target, PAD, False, 1.0)
+    torch.testing.assert_close(loss_of(grad_scale=1e-30), expected)
+    with pytest.raises(ValueError, match="grad_scale=0"):
+        loss_of(grad_scale=0.0)

@@ -55,7 +55,20 @@ def _block_loss_and_grad(x: Tensor, target: Tensor, pad: Tensor, eps: float, sca
         e.sub_(keep * (eps / vocab))
     e.scatter_add_(1, target, keep * (eps - 1.0))
     out.copy_(e)
-    return loss.mul_(keep != 0).sum()
+    return loss.masked_fill_(pad, 0.0).sum()
+
+
+def _folded_scale(grad_scale: Tensor | float | None) -> float | None:
+    """grad_scale as a float (a CPU tensor's value: no device sync on this CPU-only path).
+    Zero is refused: the folded gradient would be all zeros, and no later factor could
+    bring it back."""
+    if grad_scale is None:
+        return None
+    scale = float(grad_scale)
+    if scale == 0.0:
+        raise ValueError("grad_scale=0 would fold a zero gradient into the loss; leave it "
+                         "unset, or multiply the loss by 0 after the call")  # fmt: skip
+    return scale
 
 
 def _backward_factor(ctx, name: str, saved: str, grad_loss: Tensor) -> Tensor | None:
@@ -187,7 +200,7 @@ def projected_cross_entropy(
     count = target.ne(pad_id).sum()
     grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     if hidden.device.type == "cpu" and grad and not torch.compiler.is_compiling():
-        scale = None if grad_scale is None else float(grad_scale)  # a CPU tensor: no sync
+        scale = _folded_scale(grad_scale)
         loss = _ProjectedCrossEntropy.apply(hidden, weight, target, pad_id, smoothing, scale)
         return loss, count
     return smoothed_cross_entropy(F.linear(hidden, weight), target, pad_id, smoothing, grad_scale)
@@ -211,7 +224,7 @@ def smoothed_cross_entropy(
     count = target.ne(pad_id).sum()
     fused = logits.device.type == "cpu" and logits.requires_grad and torch.is_grad_enabled()
     if fused and not torch.compiler.is_compiling():
-        scale = None if grad_scale is None else float(grad_scale)  # a CPU tensor: no sync
+        scale = _folded_scale(grad_scale)
         return _SmoothedCrossEntropy.apply(logits, target, pad_id, smoothing, scale), count
     loss = F.cross_entropy(
         logits.float().flatten(0, 1),

@@ -137,7 +137,7 @@ def prepare_model(
     Accelerate wraps the model's forward in autocast and casts what it returns to float32: for
     t2 that is a float32 copy of the (tokens x vocabulary) logits, its largest tensor, and a
     cast back in the backward pass. t2 enters `accelerator.autocast()` itself where it runs
-    the model's forward (train_step, the teacher-forced figures), and its loss upcasts the
+    the model's forward (train_step, the teacher-forced figures), and its losses upcast the
     bf16 logits a block at a time (t2.model.loss)."""
     model, optimizer = accelerator.prepare(model, optimizer)
     accelerator.unwrap_model(model, keep_fp32_wrapper=False)  # in place: the plain forward

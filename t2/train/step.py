@@ -54,7 +54,7 @@ def train_step(
         last = i == len(batches) - 1
         sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
         with sync:
-            with accelerator.autocast():  # the projection in bf16 (t2.train.setup.prepare)
+            with accelerator.autocast():  # the projection in bf16 (t2.train.setup.prepare_model)
                 loss, _ = model(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
             accelerator.backward(loss * scale)
         step_loss += loss.detach()
