@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from t2.model.packing import Packing
 from t2.model.positional import Positional
 from t2.registry import ATTENTION
 
@@ -213,14 +214,23 @@ class _Attention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def _attend(
-        self, q: Tensor, k: Tensor, v: Tensor, pad: Tensor | None, causal: bool, group: int = 1
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        pad: Tensor | None,
+        causal: bool,
+        group: int = 1,
+        packing: Packing | None = None,
     ) -> Tensor:
         """Attention of q (B * group, H, Tq, Dh) over k, v (B, H, Tk, Dh): `group`
-        consecutive query rows share one row of keys and values."""
+        consecutive query rows share one row of keys and values. With the queries'
+        `packing`, the output is packed to their real positions before the projection."""
         p = self.dropout if self.training else 0.0
         q = rearrange(q, "(b g) h t d -> b h (g t) d", g=group)
         out = self.kernel(q, k, v, pad, causal, p)  # (B, H, group * Tq, Dh)
-        return self.out_proj(rearrange(out, "b h (g t) d -> (b g) t (h d)", g=group))
+        out = rearrange(out, "b h (g t) d -> (b g) t (h d)", g=group)
+        return self.out_proj(out if packing is None else packing.pack(out))
 
 
 class SelfAttention(_Attention):
@@ -240,8 +250,11 @@ class SelfAttention(_Attention):
         positional: Positional,
         cache: KVCache | None = None,
         offset: int = 0,
+        packing: Packing | None = None,
     ) -> Tensor:
-        qkv = rearrange(self.qkv(x), "b t (n h d) -> n b h t d", n=3, h=self.n_heads)
+        """x: (B, T, D), or its real positions (N, D) with their `packing`."""
+        qkv = self.qkv(x) if packing is None else packing.unpack(self.qkv(x))
+        qkv = rearrange(qkv, "b t (n h d) -> n b h t d", n=3, h=self.n_heads)
         q, k, v = positional.rotate_qkv(qkv, offset).unbind(0)
         if cache is not None:
             one_query = q.shape[-2] == 1
@@ -253,7 +266,7 @@ class SelfAttention(_Attention):
                 key_padding = tail.expand(k.shape[0], -1) if key_padding is None else (
                     F.pad(key_padding, (0, k.shape[-2] - key_padding.shape[-1]), value=True)
                 )  # fmt: skip
-        return self._attend(q, k, v, key_padding, causal)
+        return self._attend(q, k, v, key_padding, causal, packing=packing)
 
 
 class CrossAttention(_Attention):
@@ -276,16 +289,22 @@ class CrossAttention(_Attention):
         memory: Tensor,  # (B, S, D)
         key_padding: Tensor | None,
         cache: KVCache | None = None,
+        packing: Packing | None = None,
+        memory_packing: Packing | None = None,
     ) -> Tensor:
-        q = rearrange(self.q(x), "b t (h d) -> b h t d", h=self.n_heads)
+        """x and memory may come packed (N, D), with their packings (no cache then)."""
+        q = self.q(x) if packing is None else packing.unpack(self.q(x))
+        q = rearrange(q, "b t (h d) -> b h t d", h=self.n_heads)
         if cache is not None and cache.k is not None:
             k, v = cache.k, cache.v
         else:
-            k, v = rearrange(self.kv(memory), "b s (n h d) -> n b h s d", n=2, h=self.n_heads)
+            kv = self.kv(memory)
+            kv = kv if memory_packing is None else memory_packing.unpack(kv)
+            k, v = rearrange(kv, "b s (n h d) -> n b h s d", n=2, h=self.n_heads)
             if cache is not None:  # contiguous once, not copied by the kernel at every step
                 k, v = k.contiguous(), v.contiguous()
                 cache.k, cache.v, cache.length = k, v, k.shape[-2]
         group = q.shape[0] // k.shape[0]
         if group * k.shape[0] != q.shape[0]:
             raise ValueError(f"{q.shape[0]} query rows are not a multiple of {k.shape[0]} sources")
-        return self._attend(q, k, v, key_padding, False, group)
+        return self._attend(q, k, v, key_padding, False, group, packing)

@@ -12,6 +12,7 @@ from t2.model.attention import CrossAttention, KVCache, SelfAttention
 from t2.model.ffn import build_ffn
 from t2.model.fused import Dropout
 from t2.model.norm import build_norm
+from t2.model.packing import Packing
 from t2.model.positional import Positional
 
 Tensor = torch.Tensor
@@ -54,8 +55,16 @@ class EncoderLayer(nn.Module):
         self.self_attn, self.ffn = _self_attention(cfg), _feed_forward(cfg)
         self.res_attn, self.res_ffn = _residual(cfg), _residual(cfg)
 
-    def forward(self, x: Tensor, src_pad: Tensor | None, positional: Positional) -> Tensor:
-        x = self.res_attn(x, lambda h: self.self_attn(h, src_pad, False, positional))
+    def forward(
+        self,
+        x: Tensor,  # (B, S, D), or (N, D) with its packing
+        src_pad: Tensor | None,
+        positional: Positional,
+        packing: Packing | None = None,
+    ) -> Tensor:
+        x = self.res_attn(
+            x, lambda h: self.self_attn(h, src_pad, False, positional, packing=packing)
+        )
         return self.res_ffn(x, self.ffn)
 
 
@@ -79,9 +88,14 @@ class DecoderLayer(nn.Module):
         self_cache: KVCache | None = None,
         cross_cache: KVCache | None = None,
         offset: int = 0,
+        packing: Packing | None = None,  # x's, when it comes packed (N, D)
+        memory_packing: Packing | None = None,  # memory's
     ) -> Tensor:
         x = self.res_self(
-            x, lambda h: self.self_attn(h, None, True, positional, self_cache, offset)
+            x, lambda h: self.self_attn(h, None, True, positional, self_cache, offset, packing)
         )
-        x = self.res_cross(x, lambda h: self.cross_attn(h, memory, src_pad, cross_cache))
+        x = self.res_cross(
+            x,
+            lambda h: self.cross_attn(h, memory, src_pad, cross_cache, packing, memory_packing),
+        )
         return self.res_ffn(x, self.ffn)

@@ -227,7 +227,7 @@ def smoothed_cross_entropy(
         scale = _folded_scale(grad_scale)
         return _SmoothedCrossEntropy.apply(logits, target, pad_id, smoothing, scale), count
     loss = F.cross_entropy(
-        logits.float().flatten(0, 1),
+        logits.float().reshape(-1, logits.shape[-1]),
         target.flatten(),
         ignore_index=pad_id,
         label_smoothing=smoothing,

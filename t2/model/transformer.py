@@ -17,6 +17,7 @@ from t2.model.init import initialise
 from t2.model.layers import DecoderLayer, EncoderLayer
 from t2.model.loss import projected_cross_entropy
 from t2.model.norm import build_norm
+from t2.model.packing import Packing
 from t2.model.positional import build_positional
 
 Tensor = torch.Tensor
@@ -81,13 +82,17 @@ class Transformer(nn.Module):
         """The longest sequence the positional scheme encodes (None: no limit)."""
         return self.positional.max_length
 
-    def encode(self, src: Tensor, src_pad: Tensor | None = None) -> Tensor:
-        """src: (B, S) token ids -> memory (B, S, D)."""
+    def encode(
+        self, src: Tensor, src_pad: Tensor | None = None, packing: Packing | None = None
+    ) -> Tensor:
+        """src: (B, S) token ids -> memory (B, S, D), or its real positions (N, D) with
+        their `packing` (t2.model.packing)."""
         if src_pad is None:
             src_pad = src.eq(self.pad_id)
         x = self._embed(self.src_embed, src, 0)
+        x = x if packing is None else packing.pack(x)
         for layer in self.encoder:
-            x = layer(x, src_pad, self.positional)
+            x = layer(x, src_pad, self.positional, packing)
         return self.encoder_norm(x)
 
     def decode(
@@ -107,14 +112,20 @@ class Transformer(nn.Module):
         memory: Tensor,
         src_pad: Tensor,
         state: DecoderState | None = None,
+        packing: Packing | None = None,
+        memory_packing: Packing | None = None,
     ) -> Tensor:
-        """The decoder's output (B, T, D) before the output projection; as `decode`."""
+        """The decoder's output (B, T, D) before the output projection; as `decode`. With
+        packings (teacher forcing only) the target's real positions (N, D), from packed
+        memory."""
         offset = state.offset if state is not None else 0
         x = self._embed(self.tgt_embed, tgt_in, offset)
+        x = x if packing is None else packing.pack(x)
         for i, layer in enumerate(self.decoder):
             self_cache = state.self_caches[i] if state is not None else None
             cross_cache = state.cross_caches[i] if state is not None else None
-            x = layer(x, memory, src_pad, self.positional, self_cache, cross_cache, offset)
+            x = layer(x, memory, src_pad, self.positional, self_cache, cross_cache, offset,
+                      packing, memory_packing)  # fmt: skip
         if state is not None:
             state.offset += tgt_in.shape[1]
         return self.decoder_norm(x)
@@ -139,15 +150,31 @@ class Transformer(nn.Module):
 
         With `target` (B, T), the label-smoothed loss summed over its real tokens and their
         count instead (t2.model.loss.projected_cross_entropy, with `grad_scale`): training
-        on a CPU then never holds the (tokens x vocabulary) logits whole.
+        on a CPU then never holds the (tokens x vocabulary) logits whole, and its
+        position-wise layers skip the padding (t2.model.packing).
         """
         src_pad = src.eq(self.pad_id)
-        h = self.decoder_states(tgt_in, self.encode(src, src_pad), src_pad)
         if target is None:
-            return self.project(h)
+            return self.project(self.decoder_states(tgt_in, self.encode(src, src_pad), src_pad))
+        if not self.packs(src):
+            h = self.decoder_states(tgt_in, self.encode(src, src_pad), src_pad)
+            return projected_cross_entropy(
+                h, self.output_weight, target, self.pad_id, smoothing, grad_scale
+            )
+        # a position is left out where both its input and its target are padding
+        sources = Packing.of(src_pad)
+        targets = Packing.of(tgt_in.eq(self.pad_id) & target.eq(self.pad_id))
+        memory = self.encode(src, src_pad, sources)
+        h = self.decoder_states(tgt_in, memory, src_pad, None, targets, sources)
         return projected_cross_entropy(
-            h, self.output_weight, target, self.pad_id, smoothing, grad_scale
+            h, self.output_weight, targets.pack(target), self.pad_id, smoothing, grad_scale
         )
+
+    @staticmethod
+    def packs(src: Tensor) -> bool:
+        """Whether teacher forcing runs on packed states: on a CPU (measured there,
+        docs/performance.md), not under torch.compile (data-dependent shapes)."""
+        return src.device.type == "cpu" and not torch.compiler.is_compiling()
 
     def new_state(self, capacity: int = 16) -> DecoderState:
         """An empty decoding state; `capacity`: the longest prefix expected (BOS included)."""
