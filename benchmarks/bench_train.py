@@ -90,6 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = set(args.precisions.split(",")) - {"fp32", "bf16"}
     if bad:
         p.error(f"unknown precision {sorted(bad)[0]!r}; valid: fp32, bf16")
+    if args.breakdown and args.rounds < 1:
+        p.error("--breakdown times --rounds x --steps-per-round steps; give --rounds 1 or more")
     return args
 
 

@@ -70,6 +70,12 @@ def test_bench_serve_rejects_an_unknown_engine(capsys):
     )
 
 
+def test_bench_train_breakdown_needs_rounds_to_time(capsys):
+    with pytest.raises(SystemExit):
+        load("bench_train").parse_args(["--rounds", "0", "--breakdown"])
+    assert "give --rounds 1 or more" in capsys.readouterr().err
+
+
 @needs_data
 def test_bench_train_interleaves_both_loops_and_writes_ratios(tmp_path, single_thread):
     out = tmp_path / "train.json"
