@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from t2.model import attention
 from t2.model.packing import Packing
 from t2.model.transformer import Transformer
 from t2.registry import ATTENTION, FFN, NORM, POSITIONAL
@@ -46,12 +47,14 @@ def test_unpack_zeroes_padding_whatever_its_memory_held_and_its_gradient_packs()
         x = torch.randn(int((~pad).sum()), 3, dtype=torch.float64, requires_grad=True)
         assert (packing.unpack(x)[pad] == 0).all()
     assert torch.autograd.gradcheck(packing.unpack, (x,))
+    packing.unpack(x.detach()).mul_(2)  # a tensor of its own, not a view: in place is fine
 
 
-def _losses_and_grads(model: nn.Module, packs: bool, monkeypatch, autocast: bool = False):
+def _losses_and_grads(model: nn.Module, packs: bool, monkeypatch, autocast: bool = False,
+                      batch: tuple[torch.Tensor, ...] | None = None):  # fmt: skip
     monkeypatch.setattr(Transformer, "packs", staticmethod(lambda src: packs))
     model.zero_grad()
-    src, tgt_in, target = _batch()
+    src, tgt_in, target = _batch() if batch is None else batch
     with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
         loss, count = model(src, tgt_in, target, 0.1, grad_scale=0.5)
     (loss * 0.5).backward()
@@ -78,8 +81,13 @@ def test_every_combination_gives_the_padded_loss_and_gradients(
         assert (grads1[name] - expected).abs().max() <= tol, name
 
 
+@pytest.mark.parametrize("formula_max_keys", [attention.CPU_FORMULA_MAX_KEYS, 0])
 @pytest.mark.parametrize("kernel", ATTENTION.names())
-def test_every_attention_kernel_packs_alike_and_in_bf16(tiny_model_config, monkeypatch, kernel):
+def test_every_attention_kernel_packs_alike_and_in_bf16(tiny_model_config, monkeypatch, kernel,
+                                                        formula_max_keys):  # fmt: skip
+    """Also with PyTorch's own scaled_dot_product_attention, which `sdpa` (and `flash_attn`
+    without CUDA) hand short keys on a CPU to the explicit formula instead of."""
+    monkeypatch.setattr(attention, "CPU_FORMULA_MAX_KEYS", formula_max_keys)
     torch.manual_seed(0)
     model = Transformer(tiny_model_config(attention=kernel, positional="rope")).eval()
     for autocast in (False, True):
@@ -113,3 +121,20 @@ def test_position_wise_layers_see_only_the_real_tokens(tiny_model_config):
     with torch.no_grad():
         model.src_embed.weight[0] = model.tgt_embed.weight[0] = float("nan")  # padding's
     assert torch.isfinite(loss) and torch.equal(model(src, tgt_in, target, 0.1)[0], clean)
+
+
+def test_padding_inside_a_target_row_stays_a_key_as_in_the_padded_layout(tiny_model_config,
+                                                                          monkeypatch):  # fmt: skip
+    """The decoder's causal self-attention masks no padding: a padding position before a
+    real one is an ordinary key there, so packing drops trailing padding only."""
+    torch.manual_seed(0)
+    model = Transformer(tiny_model_config(positional="rope")).eval()
+    src, tgt_in, target = _batch()
+    tgt_in[0, 1] = target[0, 1] = 0  # a hole in a full row
+    tgt_in[2, 2] = 0  # and one in the input only
+    batch = (src, tgt_in, target)
+    loss0, _, grads0 = _losses_and_grads(model, False, monkeypatch, batch=batch)
+    loss1, _, grads1 = _losses_and_grads(model, True, monkeypatch, batch=batch)
+    torch.testing.assert_close(loss1, loss0, rtol=1e-6, atol=0)
+    for name, expected in grads0.items():
+        assert (grads1[name] - expected).abs().max() <= 1e-5 * expected.abs().max() + 1e-7, name

@@ -52,9 +52,10 @@ class _Unpack(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, packing: Packing) -> Tensor:  # type: ignore[override]
         ctx.packing = packing
-        rows = x.new_empty((packing.batch * packing.length, *x.shape[1:]))
+        out = x.new_empty((packing.batch, packing.length, *x.shape[1:]))
+        rows = out.view(packing.batch * packing.length, *x.shape[1:])
         rows.index_fill_(0, packing.padding, 0).index_copy_(0, packing.index, x)
-        return rows.view(packing.batch, packing.length, *x.shape[1:])
+        return out  # not a view: in-place ops on it stay allowed
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]

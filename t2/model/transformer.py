@@ -161,14 +161,22 @@ class Transformer(nn.Module):
             return projected_cross_entropy(
                 h, self.output_weight, target, self.pad_id, smoothing, grad_scale
             )
-        # a position is left out where both its input and its target are padding
-        sources = Packing.of(src_pad)
-        targets = Packing.of(tgt_in.eq(self.pad_id) & target.eq(self.pad_id))
+        sources = Packing.of(src_pad)  # encoder and cross-attention mask padding keys
+        targets = Packing.of(self._trailing_padding(tgt_in, target))
         memory = self.encode(src, src_pad, sources)
         h = self.decoder_states(tgt_in, memory, src_pad, None, targets, sources)
         return projected_cross_entropy(
             h, self.output_weight, targets.pack(target), self.pad_id, smoothing, grad_scale
         )
+
+    def _trailing_padding(self, tgt_in: Tensor, target: Tensor) -> Tensor:
+        """(B, T), True past each row's last position whose input or target is a token:
+        the decoder's causal self-attention masks no padding, so a padding position before
+        a real one is a key like any other and stays in."""
+        real = tgt_in.ne(self.pad_id) | target.ne(self.pad_id)
+        positions = torch.arange(1, real.shape[1] + 1, device=real.device)
+        ends = (real * positions).amax(1, keepdim=True)  # 1 + the last real position
+        return positions > ends
 
     @staticmethod
     def packs(src: Tensor) -> bool:
