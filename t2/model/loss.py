@@ -97,12 +97,12 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         grad = torch.empty_like(flat)
         block = flat.new_empty((min(CHUNK_ROWS, flat.shape[0]), vocab), dtype=torch.float32)
         total = torch.zeros((), dtype=torch.float32, device=logits.device)
+        factor = 1.0 if scale is None else scale
         for start in range(0, flat.shape[0], CHUNK_ROWS):
             rows = slice(start, start + CHUNK_ROWS)
             t = ids[rows]  # this block only, upcast into one reused buffer (no fresh pages)
             pad = t.eq(pad_id)  # a pad id outside the vocabulary (-100) is ignored too
             x = block[: t.shape[0]].copy_(flat[rows])
-            factor = 1.0 if scale is None else scale
             total += _block_loss_and_grad(x, t.masked_fill(pad, 0), pad, eps, factor, grad[rows])
         ctx.save_for_backward(grad)
         ctx.shape, ctx.scale, ctx.handed_over = logits.shape, scale, False

@@ -156,17 +156,15 @@ class Transformer(nn.Module):
         src_pad = src.eq(self.pad_id)
         if target is None:
             return self.project(self.decoder_states(tgt_in, self.encode(src, src_pad), src_pad))
-        if not self.packs(src):
-            h = self.decoder_states(tgt_in, self.encode(src, src_pad), src_pad)
-            return projected_cross_entropy(
-                h, self.output_weight, target, self.pad_id, smoothing, grad_scale
-            )
-        sources = Packing.of(src_pad)  # encoder and cross-attention mask padding keys
-        targets = Packing.of(self._trailing_padding(tgt_in, target))
+        sources = targets = None
+        if self.packs(src):
+            sources = Packing.of(src_pad)  # encoder and cross-attention mask padding keys
+            targets = Packing.of(self._trailing_padding(tgt_in, target))
+            target = targets.pack(target)
         memory = self.encode(src, src_pad, sources)
         h = self.decoder_states(tgt_in, memory, src_pad, None, targets, sources)
         return projected_cross_entropy(
-            h, self.output_weight, targets.pack(target), self.pad_id, smoothing, grad_scale
+            h, self.output_weight, target, self.pad_id, smoothing, grad_scale
         )
 
     def _trailing_padding(self, tgt_in: Tensor, target: Tensor) -> Tensor:
