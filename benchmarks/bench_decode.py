@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,10 +187,14 @@ class PeakMemory:
     """Peak CUDA memory allocated, or peak resident memory sampled every 5 ms on a CPU,
     above what was in use when the measurement started."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, others: Sequence[int] = ()) -> None:
+        """`others`: ids of processes whose resident memory counts too (worker processes)."""
         self.cuda = device.startswith("cuda")
-        self.process = psutil.Process()
+        self.processes = [psutil.Process(), *map(psutil.Process, others)]
         self.peak = 0
+
+    def _rss(self) -> int:
+        return sum(p.memory_info().rss for p in self.processes)
 
     def __enter__(self) -> PeakMemory:
         if self.cuda:
@@ -197,7 +202,7 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats()
             self.base = torch.cuda.memory_allocated()
         else:
-            self.base = self.peak = self.process.memory_info().rss
+            self.base = self.peak = self._rss()
             self.running = True
             self.thread = threading.Thread(target=self._sample, daemon=True)
             self.thread.start()
@@ -205,7 +210,7 @@ class PeakMemory:
 
     def _sample(self) -> None:
         while self.running:
-            self.peak = max(self.peak, self.process.memory_info().rss)
+            self.peak = max(self.peak, self._rss())
             time.sleep(0.005)
 
     def __exit__(self, *exc) -> None:

@@ -3,7 +3,8 @@
 for full-size `base` and `v2_rope_rmsnorm` models with random weights.
 
 python benchmarks/bench_serve.py [--recipes base,v2_rope_rmsnorm] [--sentences 100]
-    [--max-len 32] [--beam 4] [--threads 2] [--repeats 5] [--json FILE]
+    [--max-len 32] [--beam 4] [--threads 2] [--repeats 5] [--engines hf,t2,ct2_int8@2,...]
+    [--json FILE]
 
 Equal work: every engine emits exactly --max-len tokens for every sentence, then EOS
 (CTranslate2 takes one minimum and maximum decoding length per call, so lengths are fixed for
@@ -26,6 +27,16 @@ CTranslate2's stop at --beam finished hypotheses), on the sentences of --src in 
 of each engine's outputs, re-encoded with the shared BPE, over its median wall time; sacreBLEU
 against --ref shows what each engine's speed buys.
 
+An engine named ENGINE@N runs on N workers that share the --threads (threads // N each) and
+decode N batches at once, as a server that runs one copy per core does: CTranslate2 through
+its own inter_threads (`t2 translate --engine ct2 --workers N`), HF and t2 as N processes
+(one model each) that the batches are dealt to in turn. The work and the batches are the
+same; the peak memory counts the worker processes.
+
+ct2_peer_float32 and ct2_peer_int8 (not run unless named) are the HF peer converted by
+CTranslate2's own converter: the speed CTranslate2 itself reaches with a model of that size,
+against which t2's export is measured.
+
 Speed is not quality: BLEU of int8 against float32 on a trained model comes from
 `t2 export ... --quantization int8` and `evaluate_model.py --engine ct2` (docs/serving.md),
 or from --trained.
@@ -34,7 +45,6 @@ or from --trained.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
 import sys
@@ -57,15 +67,37 @@ from t2.model.transformer import Transformer  # noqa: E402
 from t2.progress import Progress  # noqa: E402
 from t2.recipes import load_config  # noqa: E402
 
-ENGINES = ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8")
+ENGINES = ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8", "ct2_peer_float32",
+           "ct2_peer_int8")  # fmt: skip
+DEFAULT_ENGINES = ENGINES[:6]
 # *_bf16: every weight in bfloat16 (MarianMTModel.to(torch.bfloat16), t2 --precision bfloat16),
-# compared with HF in float32 and with HF in bfloat16; CTranslate2 has no bfloat16 on a CPU
+# compared with HF in float32 and with HF in bfloat16; CTranslate2 has no bfloat16 on a CPU.
+# ct2_peer_*: the HF peer converted by CTranslate2's own converter, not by t2's export
+
+
+def engine_spec(spec: str) -> tuple[str, int]:
+    """'ct2_int8@2' -> ('ct2_int8', 2): an engine and its number of workers (1 without @)."""
+    name, _, workers = spec.partition("@")
+    return name, int(workers) if workers else 1
+
+
+def bad_engine(spec: str) -> str | None:
+    """Why an --engines entry is not valid, or None."""
+    name, _, workers = spec.partition("@")
+    if name not in ENGINES:
+        return f"unknown engine {name!r}; valid: {', '.join(ENGINES)}"
+    if "@" in spec and not (workers.isdigit() and int(workers) >= 1):
+        return f"{spec!r}: the number of workers after @ must be a whole number of at least 1"
+    return None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--recipes", default="base,v2_rope_rmsnorm", help="architectures to time")
-    p.add_argument("--engines", default=",".join(ENGINES), help=f"subset of {','.join(ENGINES)}")
+    p.add_argument(
+        "--engines", default=",".join(DEFAULT_ENGINES),
+        help=f"subset of {','.join(ENGINES)}, each as ENGINE or ENGINE@WORKERS",
+    )  # fmt: skip
     p.add_argument(
         "--sentences",
         type=int,
@@ -91,9 +123,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.sentences is None:
         args.sentences = 0 if args.trained else 100
     args.device, args.bf16 = "cpu", False  # what bench_decode's runners read
-    unknown = set(args.engines.split(",")) - set(ENGINES)
-    if unknown:
-        p.error(f"unknown engine {sorted(unknown)[0]!r}; valid: {', '.join(ENGINES)}")
+    for spec in args.engines.split(","):
+        if why := bad_engine(spec):
+            p.error(why)
+        if args.trained and "@" in spec and not spec.startswith("ct2_"):
+            p.error(f"{spec!r}: with --trained only the ct2 engines take workers")
+        if args.trained and spec.startswith("ct2_peer"):
+            p.error(f"{spec!r} is for random weights; with --trained, leave it out")
     return args
 
 
@@ -120,79 +156,190 @@ def marian(mcfg: ModelConfig):
     return MarianMTModel(marian_config(shape, mcfg.vocab_size)).eval()
 
 
-def ct2_translator(model: Transformer, mcfg: ModelConfig, tokenizer, quant: str, threads: int):
-    """Export the model through t2.serve.ct2 (what `t2 export` writes) and load it."""
+def ct2_translator(model: Transformer, mcfg: ModelConfig, tokenizer, quant: str, threads: int,
+                   workers: int = 1):  # fmt: skip
+    """Export the model through t2.serve.ct2 (what `t2 export` writes) and load it with
+    `workers` workers (CTranslate2's inter_threads) sharing `threads`."""
     import ctranslate2
 
     from t2.serve.ct2 import save_spec
 
     folder = tempfile.mkdtemp(prefix=f"t2-ct2-{quant}-")
     save_spec(model, Config(model=mcfg), tokenizer, folder, quant)
-    return ctranslate2.Translator(folder, device="cpu", compute_type=quant, intra_threads=threads)
+    return ctranslate2.Translator(folder, device="cpu", compute_type=quant, inter_threads=workers,
+                                  intra_threads=max(1, threads // workers))  # fmt: skip
 
 
 def ct2_runner(tokenizer):
-    """A runner like bench_decode's: every sentence gets exactly `length` tokens, then EOS."""
+    """A runner like bench_decode's: every sentence gets exactly `length` tokens, then EOS.
+    Every batch is queued at once; the translator's workers take them in turn."""
     specials = [[SPECIALS["pad"]], [SPECIALS["bos"]]]
 
     def run(translator, src_ids: list[list[int]], lengths: list[int], beam: int, args) -> int:
-        tokens = 0
+        jobs = []
         for batch in length_batches([len(r) for r in src_ids], args.batch_size):
             source = [tokenizer.convert_ids_to_tokens(src_ids[i][:-1]) for i in batch]
             steps = lengths[batch[0]] + 1  # the tokens, then the step where t2 and HF emit EOS
-            out = translator.translate_batch(
+            jobs += translator.translate_batch(
                 source, beam_size=beam, length_penalty=0.6, max_decoding_length=steps,
                 min_decoding_length=steps, max_input_length=0, return_end_token=True,
-                suppress_sequences=specials,
+                suppress_sequences=specials, asynchronous=True,
             )  # fmt: skip
-            tokens += sum(len(r.hypotheses[0]) for r in out)
-        return tokens
+        return sum(len(job.result().hypotheses[0]) for job in jobs)
 
     return run
 
 
-def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict]:
+def ct2_peer(mcfg: ModelConfig, tokenizer, quant: str, threads: int, workers: int = 1):
+    """The HF peer (seed 0) converted by CTranslate2's own TransformersConverter and loaded as
+    ct2_translator loads t2's export: shows whether the export decodes as fast as what
+    CTranslate2 itself makes of a model of that size. Its Marian loader drops the last token
+    and embedding row, where HF's Marian vocabularies keep `<pad>`; t2's BPE has PAD at id 0,
+    so the vocabulary is taken whole (the BART loader's)."""
+    import ctranslate2
+    from ctranslate2.converters import TransformersConverter
+    from ctranslate2.converters import transformers as loaders
+
+    class WholeVocabulary(loaders.MarianMTLoader):
+        def get_vocabulary(self, model, tokenizer) -> list[str]:  # noqa: ANN001
+            return loaders.BartLoader.get_vocabulary(self, model, tokenizer)
+
+        def _remove_pad_weights(self, spec) -> None:  # noqa: ANN001
+            pass
+
+    folder = Path(tempfile.mkdtemp(prefix=f"t2-ct2-peer-{quant}-"))
+    torch.manual_seed(0)
+    marian(mcfg).save_pretrained(folder / "hf")
+    tokenizer.save_pretrained(folder / "hf")
+    name = "MarianConfig"
+    original, loaders._MODEL_LOADERS[name] = loaders._MODEL_LOADERS[name], WholeVocabulary()
+    try:
+        TransformersConverter(str(folder / "hf")).convert(str(folder / "ct2"), quantization=quant)
+    finally:
+        loaders._MODEL_LOADERS[name] = original
+    return ctranslate2.Translator(
+        str(folder / "ct2"), device="cpu", compute_type=quant, inter_threads=workers,
+        intra_threads=max(1, threads // workers),
+    )  # fmt: skip
+
+
+def torch_engine(name: str, mcfg: ModelConfig) -> tuple:
+    """(runner, model) of hf, t2, hf_bf16 or t2_bf16, t2's weights drawn with seed 0 (as
+    engines_for draws the model it exports, and as every worker of a Pool does)."""
+    torch.manual_seed(0)
+    if name.startswith("hf"):
+        model = marian(mcfg)
+        return run_hf, model.to(torch.bfloat16) if name == "hf_bf16" else model
+    model = eos_masked(Transformer(mcfg).eval())
+    return run_t2, model.to(torch.bfloat16) if name == "t2_bf16" else model
+
+
+def _pool_worker(name: str, mcfg: ModelConfig, threads: int, jobs, done) -> None:  # noqa: ANN001
+    """A Pool's process: builds its engine, then runs each job it is given until None."""
+    torch.set_num_threads(threads)
+    run, model = torch_engine(name, mcfg)
+    while (job := jobs.get()) is not None:
+        src_ids, lengths, beam, args = job
+        done.put(run(model, src_ids, lengths, beam, args) if src_ids else 0)
+
+
+class Pool:
+    """An HF or t2 engine on `workers` processes of threads // workers threads each, one
+    model each: a call deals the length-sorted batches out in turn and waits for all."""
+
+    def __init__(self, name: str, mcfg: ModelConfig, workers: int, threads: int) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")  # a fork would copy torch's threads
+        self.jobs = [context.Queue() for _ in range(workers)]
+        self.done = context.Queue()
+        self.processes = [
+            context.Process(target=_pool_worker, daemon=True,
+                            args=(name, mcfg, max(1, threads // workers), jobs, self.done))
+            for jobs in self.jobs
+        ]  # fmt: skip
+        for process in self.processes:
+            process.start()
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def __call__(self, _model, src_ids: list[list[int]], lengths: list[int], beam: int,
+                 args) -> int:  # fmt: skip
+        batches = list(length_batches([len(r) for r in src_ids], args.batch_size))
+        for k, jobs in enumerate(self.jobs):  # sorted and cut again there: the same batches
+            rows = [i for batch in batches[k :: len(self.jobs)] for i in batch]
+            jobs.put(([src_ids[i] for i in rows], [lengths[i] for i in rows], beam, args))
+        return sum(self.done.get() for _ in self.jobs)
+
+    def close(self) -> None:
+        for jobs in self.jobs:
+            jobs.put(None)
+        for process in self.processes:
+            process.join()
+
+
+@dataclass
+class Engine:
+    """What time_engines runs: run(model, src_ids, lengths, beam, args) -> tokens emitted."""
+
+    run: object
+    model: object
+    workers: int = 1
+    pids: list[int] = field(default_factory=list)  # worker processes (their memory counts)
+
+
+def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict[str, Engine]]:
+    """The --engines of one recipe, in ENGINES order (then by workers), keyed by their spec."""
     cfg = load_config(recipe, args.set).model
     mcfg = replace(cfg, vocab_size=len(tokenizer), dropout=0.0)
     torch.manual_seed(0)
-    model = Transformer(mcfg).eval()
-    wanted = args.engines.split(",")
+    exported = Transformer(mcfg).eval()
     runner = ct2_runner(tokenizer)
+    specs = sorted(args.engines.split(","),
+                   key=lambda s: (ENGINES.index(engine_spec(s)[0]), engine_spec(s)[1]))  # fmt: skip
+    engines = {}
+    for spec in dict.fromkeys(specs):
+        name, workers = engine_spec(spec)
+        if name.startswith("ct2_peer_"):
+            quant = name.removeprefix("ct2_peer_")
+            translator = ct2_peer(mcfg, tokenizer, quant, args.threads, workers)
+            engines[spec] = Engine(runner, translator, workers)
+        elif name.startswith("ct2_"):
+            quant = name.removeprefix("ct2_")
+            translator = ct2_translator(exported, mcfg, tokenizer, quant, args.threads, workers)
+            engines[spec] = Engine(runner, translator, workers)
+        elif workers > 1:
+            pool = Pool(name, mcfg, workers, args.threads)
+            engines[spec] = Engine(pool, None, workers, pool.pids)
+        else:
+            engines[spec] = Engine(*torch_engine(name, mcfg))
+    return mcfg, engines
 
-    def ct2(quant: str) -> tuple:
-        return runner, ct2_translator(model, mcfg, tokenizer, quant, args.threads)
 
-    build = {
-        "hf": lambda: (run_hf, marian(mcfg)),
-        "t2": lambda: (run_t2, eos_masked(copy.deepcopy(model))),
-        "hf_bf16": lambda: (run_hf, marian(mcfg).to(torch.bfloat16)),
-        "t2_bf16": lambda: (run_t2, eos_masked(copy.deepcopy(model).to(torch.bfloat16))),
-        "ct2_float32": lambda: ct2("float32"),
-        "ct2_int8": lambda: ct2("int8"),
-    }
-    return mcfg, {name: build[name]() for name in ENGINES if name in wanted}
-
-
-def peer_of(name: str, runs: dict) -> str | None:
+def peer_of(spec: str, runs: dict) -> str | None:
     """The HF run an engine is compared with at its own precision (bf16 with bf16)."""
-    peer = "hf_bf16" if name.endswith("_bf16") else "hf"
+    peer = "hf_bf16" if engine_spec(spec)[0].endswith("_bf16") else "hf"
     return peer if peer in runs else None
 
 
-def time_engines(engines: dict, work: tuple, args) -> dict[str, Runs]:
+def time_engines(engines: dict[str, Engine], work: tuple, args) -> dict[str, Runs]:
     runs = {name: Runs() for name in engines}
-    warm = tuple(w[: args.batch_size] for w in work)
-    for fn, model in engines.values():
-        fn(model, *warm, args.beam, args)
+    for e in engines.values():  # a batch for each worker
+        e.run(e.model, *(w[: args.batch_size * e.workers] for w in work), args.beam, args)
     with Progress(args.repeats * len(engines), f"beam {args.beam}", "runs") as progress:
         for _ in range(args.repeats):
-            for name, (fn, model) in engines.items():
-                with PeakMemory("cpu") as peak:
+            for name, e in engines.items():
+                with PeakMemory("cpu", e.pids) as peak:
                     start = time.perf_counter()
-                    runs[name].tokens = fn(model, *work, args.beam, args)
+                    runs[name].tokens = e.run(e.model, *work, args.beam, args)
                     runs[name].walls.append(time.perf_counter() - start)
                 runs[name].peak_mib = max(runs[name].peak_mib, peak.mib)
                 progress.update(1)
+    for e in engines.values():
+        if isinstance(e.run, Pool):
+            e.run.close()
     emitted = {name: r.tokens for name, r in runs.items()}
     if len(set(emitted.values())) > 1:  # unequal work would make the ratios meaningless
         sys.exit(f"error: the engines emitted different numbers of tokens: {emitted}")
@@ -217,7 +364,7 @@ def report(recipe: str, mcfg: ModelConfig, runs: dict[str, Runs]) -> list[dict]:
     for name, r in runs.items():
         tok_s = r.tokens / r.median
         ratio, same = ratios(name, runs, lambda x: 1.0 / x.median)
-        print(f"{recipe:16} {name:12} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
+        print(f"{recipe:16} {name:13} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
               f"{tok_s:9.1f} {fmt_ratio(ratio):>7} {fmt_ratio(same):>9} {r.peak_mib:9.1f}",
               flush=True)  # fmt: skip
         records.append({"recipe": recipe, "engine": name, "positional": mcfg.positional,
@@ -225,7 +372,7 @@ def report(recipe: str, mcfg: ModelConfig, runs: dict[str, Runs]) -> list[dict]:
                         "layers": mcfg.n_encoder_layers, "median_s": r.median, "walls_s": r.walls,
                         "tokens": r.tokens, "tokens_per_s": tok_s, "ratio_to_hf": ratio,
                         "ratio_to_hf_same_precision": same, "peer": peer_of(name, runs),
-                        "peak_mib": r.peak_mib})  # fmt: skip
+                        "workers": engine_spec(name)[1], "peak_mib": r.peak_mib})  # fmt: skip
     return records
 
 
@@ -282,16 +429,19 @@ def trained(args) -> list[dict]:
         engines["hf_bf16"] = PeerEngine(Path(args.peer), args.beam, t2.tokenizer, torch.bfloat16)
     if "t2_bf16" in wanted:
         engines["t2_bf16"] = T2Engine(args.trained, precision="bfloat16")
-    for quant in ("float32", "int8"):
-        if f"ct2_{quant}" in wanted:
+    for spec in wanted:
+        name, workers = engine_spec(spec)
+        if name.startswith("ct2_"):
+            quant = name.removeprefix("ct2_")
             folder = Path(tempfile.mkdtemp(prefix=f"t2-ct2-{quant}-")) / "export"
-            engines[f"ct2_{quant}"] = open_engine(export_run(args.trained, folder, quant), "ct2")
+            export = export_run(args.trained, folder, quant)
+            engines[spec] = open_engine(export, "ct2", workers=workers)
     engines = {k: v for k, v in engines.items() if k in wanted}
     print(f"CPU, {args.threads} threads; torch {torch.__version__}; {len(sources)} sentences of "
           f"{args.src}; beam {args.beam}, length penalty 0.6, batch {args.batch_size}; "
           f"{args.repeats} interleaved runs per engine after a warm-up")  # fmt: skip
     for engine in engines.values():
-        engine.translate(sources[: args.batch_size], decode)
+        engine.translate(sources[: args.batch_size * getattr(engine, "workers", 1)], decode)
     runs, outputs = {name: Runs() for name in engines}, {}
     with Progress(args.repeats * len(engines), f"beam {args.beam}", "runs") as progress:
         for _ in range(args.repeats):
@@ -321,7 +471,7 @@ def trained(args) -> list[dict]:
                         "ratio_to_hf_same_precision": same, "peer": peer_of(name, runs),
                         "bleu": scores["bleu"], "chrf": scores["chrf"],
                         "bleu_signature": scores["bleu_signature"],
-                        "peak_mib": r.peak_mib})  # fmt: skip
+                        "workers": engine_spec(name)[1], "peak_mib": r.peak_mib})  # fmt: skip
     return records
 
 
@@ -345,7 +495,7 @@ def synthetic(args) -> list[dict]:
           f"{sum(map(len, src_ids)) / len(src_ids):.1f} source tokens; {args.max_len} target "
           f"tokens + EOS each; beam {args.beam}, batch {args.batch_size}; {args.repeats} "
           f"interleaved runs per engine")  # fmt: skip
-    print(f"{'recipe':16} {'engine':12} {'median':>7} {'range s':13} {'tokens/s':>9} "
+    print(f"{'recipe':16} {'engine':13} {'median':>7} {'range s':13} {'tokens/s':>9} "
           f"{'vs hf':>7} {'same type':>9} {'peak MiB':>9}")  # fmt: skip
     records = []
     for recipe in args.recipes.split(","):

@@ -65,9 +65,41 @@ def test_bench_serve_rejects_an_unknown_engine(capsys):
     with pytest.raises(SystemExit):
         load("bench_serve").parse_args(["--engines", "t2,onnx"])
     assert (
-        "unknown engine 'onnx'; valid: hf, t2, hf_bf16, t2_bf16, ct2_float32, ct2_int8"
-        in capsys.readouterr().err
+        "unknown engine 'onnx'; valid: hf, t2, hf_bf16, t2_bf16, ct2_float32, ct2_int8, "
+        "ct2_peer_float32, ct2_peer_int8" in capsys.readouterr().err
     )
+    for spec, why in (("ct2_int8@0", "'ct2_int8@0': the number of workers after @ must be"),
+                      ("hf@two", "'hf@two': the number of workers after @ must be"),
+                      ("onnx@2", "unknown engine 'onnx'")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            load("bench_serve").parse_args(["--engines", spec])
+        assert why in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        load("bench_serve").parse_args(["--engines", "t2@2", "--trained", "r", "--peer", "p",
+                                        "--src", "s", "--ref", "r"])  # fmt: skip
+    assert "with --trained only the ct2 engines take workers" in capsys.readouterr().err
+
+
+@needs_data
+def test_bench_serve_runs_engines_on_workers_with_the_same_work(tmp_path, single_thread):
+    """ENGINE@N: HF and t2 on N processes, CTranslate2 on N of its workers; the same tokens
+    are emitted, and the worker processes are gone afterwards. ct2_peer_int8: the HF peer
+    converted by CTranslate2's own converter decodes the same work."""
+    pytest.importorskip("ctranslate2")
+    import multiprocessing
+
+    argv = ["--threads", "2", "--sentences", "7", "--repeats", "1", "--vocab", "300",
+            "--max-len", "4", "--batch-size", "2", "--recipes", "base",
+            "--engines", "hf,t2@2,ct2_peer_int8,hf@2,ct2_int8@2,ct2_int8", *TINY]  # fmt: skip
+    records = load("bench_serve").main(argv)
+    by = {r["engine"]: r for r in records}
+    assert list(by) == ["hf", "hf@2", "t2@2", "ct2_int8", "ct2_int8@2", "ct2_peer_int8"]
+    assert {r["tokens"] for r in records} == {7 * (4 + 1)}
+    assert [r["workers"] for r in records] == [1, 2, 2, 1, 2, 1]
+    assert by["t2@2"]["peer"] == "hf" and by["hf@2"]["ratio_to_hf"] == pytest.approx(
+        by["hf"]["median_s"] / by["hf@2"]["median_s"]
+    )
+    assert not multiprocessing.active_children()  # the pools were closed and joined
 
 
 def test_bench_train_breakdown_needs_rounds_to_time(capsys):

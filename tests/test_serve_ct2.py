@@ -285,3 +285,33 @@ def test_engine_and_folder_mismatches_fail_in_one_line(exported):
     engine = open_engine(out, "ct2")
     with pytest.raises(DataError, match="line 2 has 1[0-9]{3} tokens"):
         engine.translate(["eins", "zwei " * 1100], DecodeConfig(beam_size=1))
+
+
+def test_workers_decode_batches_at_once_with_the_same_output(toy, exported, tmp_path, capsys):
+    """--workers N: CTranslate2's inter_threads, the batches queued at once; every batch is
+    the one a single worker decodes, so the outputs are the same."""
+    run, out = exported
+    one, two = open_engine(out, "ct2"), open_engine(out, "ct2", workers=2)
+    assert (one.translator.num_translators, two.translator.num_translators) == (1, 2)
+    sentences = [s for s, _ in toy_pairs(120, 31)]
+    for decode in (DecodeConfig(beam_size=1, batch_size=16),
+                   DecodeConfig(beam_size=4, lenpen=0.6, batch_size=16, nbest=2)):  # fmt: skip
+        assert two.translate_nbest(sentences, decode) == one.translate_nbest(sentences, decode)
+    src = tmp_path / "test.de"
+    src.write_text("".join(s + "\n" for s in sentences[:20]), encoding="utf-8")
+    written = {}
+    for workers in ("1", "2"):
+        args = ["translate", "--checkpoint", str(out), "--engine", "ct2", "--device", "cpu",
+                "--batch-size", "4", "--workers", workers, "--input", str(src)]  # fmt: skip
+        with pytest.raises(SystemExit) as done:
+            main([*args, "--output", str(tmp_path / workers)])
+        assert done.value.code == 0
+        written[workers] = (tmp_path / workers).read_text(encoding="utf-8").splitlines()
+    assert len(written["2"]) == 20 and written["2"] == written["1"]
+    with pytest.raises(ConfigError, match="--workers 0: pass a number of workers of at least 1"):
+        open_engine(out, "ct2", workers=0)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        main(["translate", "--checkpoint", str(run), "--workers", "2", "--input", str(src)])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1 and "--workers is for --engine ct2" in err

@@ -37,6 +37,6 @@ def run(args: argparse.Namespace) -> None:
         length_norm=args.length_norm, batch_size=args.batch_size, stopping=args.stopping,
         average_last=args.average_last,
         out=args.out, show=args.show, device=device, engine=args.engine,
-        precision=args.precision,
+        precision=args.precision, workers=args.workers,
     )  # fmt: skip
     evaluate(opts)

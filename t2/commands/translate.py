@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> None:
     if args.output and not Path(args.output).parent.is_dir():
         raise DataError(f"output folder of {args.output} not found; create it or pass another")
     device = default_device(args.device)
-    engine = open_engine(args.checkpoint, args.engine, args.average_last, device, args.precision)
+    engine = open_engine(args.checkpoint, args.engine, args.average_last, device, args.precision,
+                         args.workers)  # fmt: skip
     decode = dataclasses.replace(engine.cfg.decode, **decode_changes(args))  # checks nbest <= beam
     with contextlib.ExitStack() as stack:
         if not args.input and hasattr(sys.stdin, "reconfigure"):  # strict, as for files

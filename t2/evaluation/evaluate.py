@@ -160,6 +160,7 @@ class EvalOptions:
     device: str = "cpu"
     engine: str = "t2"  # t2: the run's checkpoint; ct2: a CTranslate2 export (t2/serve)
     precision: str | None = None  # t2.serve.PRECISIONS; None: as stored
+    workers: int = 1  # ct2: batches decoded at once
 
 
 def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
@@ -173,7 +174,7 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
     from t2.serve.engine import open_engine  # t2.serve imports this module
 
     engine = open_engine(opts.checkpoint, opts.engine, opts.average_last, opts.device,
-                         opts.precision)  # fmt: skip
+                         opts.precision, opts.workers)  # fmt: skip
     cfg, ckpt = engine.cfg, engine.ckpt
     data = choose_testset(cfg, opts.src, opts.ref, opts.testset, opts.langpair)
     decode = decode_settings(cfg.decode, opts)
@@ -198,6 +199,7 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
         "device": str(opts.device),
         "engine": opts.engine,
         "precision": opts.precision or "as stored",
+        "workers": opts.workers,
     }
     (out / "scores.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print_report(report, data, hyps, opts.show, out)

@@ -22,3 +22,9 @@ def add_engine_argument(parser) -> None:  # noqa: ANN001  (an argparse parser)
         "for ct2). bfloat16 is faster on GPUs and on CPUs with AVX-512 BF16 or AMX and may "
         "change a few outputs (docs/serving.md); float16 is for GPUs",
     )  # fmt: skip
+    parser.add_argument(
+        "--workers", type=int, default=1, metavar="N",
+        help="ct2 only: decode N batches at once, each by one CTranslate2 worker with its "
+        "share of the threads (its inter_threads; default 1). On a CPU, one worker per core "
+        "decodes faster than one worker with every core (docs/serving.md)",
+    )  # fmt: skip

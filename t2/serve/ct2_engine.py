@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,12 @@ def _device(device: str) -> tuple[str, int]:
 class Ct2Engine(Engine):
     """A CTranslate2 export folder (model.bin, its tokenizer and t2_export.json)."""
 
-    def __init__(self, path: str | Path, device: str = "cpu", precision: str | None = None) -> None:
+    def __init__(
+        self, path: str | Path, device: str = "cpu", precision: str | None = None,
+        workers: int = 1,
+    ) -> None:  # fmt: skip
+        """`workers` batches are decoded at once (CTranslate2's inter_threads), each with
+        its share of torch's threads (at least one)."""
         require_ctranslate2()
         import ctranslate2
         import torch
@@ -47,9 +52,11 @@ class Ct2Engine(Engine):
         self.ckpt = Path(path)
         self.meta, self.cfg = read_export(path)
         self.tokenizer = load_tokenizer(path)
+        self.workers = workers
         name, index = _device(device)
         self.translator = ctranslate2.Translator(
-            str(path), device=name, device_index=index, intra_threads=torch.get_num_threads(),
+            str(path), device=name, device_index=index, inter_threads=workers,
+            intra_threads=max(1, torch.get_num_threads() // workers),
             compute_type=precision or "default",  # default: the export's --quantization
         )  # fmt: skip
         self.max_positions: int | None = self.meta["max_positions"]
@@ -67,8 +74,11 @@ class Ct2Engine(Engine):
         self._check_lengths(src_ids, [i + 1 for i in keep])
         self._note(decode)
         hyps: list[list[Hypothesis]] = [[] for _ in src_ids]
-        for batch in length_batches([len(r) for r in src_ids], decode.batch_size):
-            for i, h in zip(batch, self.search([src_ids[i] for i in batch], decode), strict=True):
+        batches = list(length_batches([len(r) for r in src_ids], decode.batch_size))
+        # every batch is queued at once; the translator's workers take them in turn
+        pending = [self.submit([src_ids[i] for i in batch], decode) for batch in batches]
+        for batch, collect in zip(batches, pending, strict=True):
+            for i, h in zip(batch, collect(), strict=True):
                 hyps[i] = h
             if progress is not None:
                 progress.update(len(batch))
@@ -87,26 +97,41 @@ class Ct2Engine(Engine):
         return out
 
     def search(self, src_ids: Sequence[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
-        """n-best hypotheses of one batch of source ids (t2's: [BOS] tokens EOS). Sentences
-        of one maximum length go to CTranslate2 together, its max_decoding_length being per
-        call (a length-sorted batch has few distinct lengths)."""
+        """n-best hypotheses of one batch of source ids (t2's: [BOS] tokens EOS)."""
+        return self.submit(src_ids, decode)()
+
+    def submit(
+        self, src_ids: Sequence[list[int]], decode: DecodeConfig
+    ) -> Callable[[], list[list[Hypothesis]]]:
+        """Queue one batch on the translator's workers; the function returned waits for its
+        n-best hypotheses. Sentences of one maximum length go to CTranslate2 together, its
+        max_decoding_length being per call (a length-sorted batch has few distinct lengths)."""
         limits = self.limits(src_ids, decode)
         head = 1 if self.cfg.data.src_bos else 0  # CTranslate2 adds BOS and EOS itself
-        out: list[list[Hypothesis]] = [[] for _ in src_ids]
+        groups = []
         for limit in sorted(set(limits)):
             rows = [i for i, n in enumerate(limits) if n == limit]
             source = [self.tokenizer.convert_ids_to_tokens(src_ids[i][head:-1]) for i in rows]
-            for i, result in zip(rows, self._translate(source, limit, decode), strict=True):
-                out[i] = self._hypotheses(result.hypotheses, result.scores, limit, decode)
-        return out
+            groups.append((rows, limit, self._translate(source, limit, decode)))
+
+        def collect() -> list[list[Hypothesis]]:
+            out: list[list[Hypothesis]] = [[] for _ in src_ids]
+            for rows, limit, results in groups:
+                for i, job in zip(rows, results, strict=True):
+                    result = job.result()
+                    out[i] = self._hypotheses(result.hypotheses, result.scores, limit, decode)
+            return out
+
+        return collect
 
     def _translate(self, source: list[list[str]], limit: int, decode: DecodeConfig) -> list:
+        """CTranslate2's asynchronous results of one call (one per sentence)."""
         rerank = decode.beam_size > 1 and decode.lenpen != 0
         return self.translator.translate_batch(
             source, beam_size=decode.beam_size, length_penalty=decode.lenpen,
             num_hypotheses=decode.beam_size if rerank else decode.nbest,
             max_decoding_length=limit + 1, min_decoding_length=0, max_input_length=0,
-            return_scores=True, return_end_token=True,
+            return_scores=True, return_end_token=True, asynchronous=True,
             suppress_sequences=[[SPECIALS["pad"]], [SPECIALS["bos"]]],
         )  # fmt: skip
 

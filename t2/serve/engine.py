@@ -25,6 +25,7 @@ class Engine(ABC):
 
     cfg: Config
     ckpt: Path
+    workers: int = 1  # batches decoded at once (CTranslate2's inter_threads)
 
     @abstractmethod
     def translate_nbest(
@@ -41,9 +42,10 @@ class Engine(ABC):
         return [hyps[0][0] for hyps in nbest]
 
     def stream(self, lines: Iterable[str], decode: DecodeConfig) -> Iterator[NBest]:
-        """n-best lists for each batch of decode.batch_size lines, as soon as it is done."""
+        """n-best lists for each batch of decode.batch_size lines (`workers` batches at a
+        time), as soon as it is done."""
         it = iter(lines)
-        while chunk := list(itertools.islice(it, decode.batch_size)):
+        while chunk := list(itertools.islice(it, decode.batch_size * self.workers)):
             yield self.translate_nbest(chunk, decode)
 
 
@@ -73,10 +75,11 @@ class T2Engine(Engine):
 
 
 def open_engine(path: str | Path, engine: str = "t2", average_last: int = 0,
-                device: str = "cpu", precision: str | None = None) -> Engine:  # fmt: skip
+                device: str = "cpu", precision: str | None = None,
+                workers: int = 1) -> Engine:  # fmt: skip
     """The engine that translates with `path`: a run directory or checkpoint (t2), or an
     export folder (ct2); `precision` (PRECISIONS) is the type it computes in, None: as
-    stored."""
+    stored; `workers` (ct2 only) batches are decoded at once."""
     from t2.serve.ct2 import is_export
 
     if engine not in ENGINES:
@@ -85,7 +88,14 @@ def open_engine(path: str | Path, engine: str = "t2", average_last: int = 0,
         raise ConfigError(
             f"unknown precision {precision!r}; valid choices: {', '.join(PRECISIONS)}"
         )
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: pass a number of workers of at least 1")
     if engine == "t2":
+        if workers != 1:
+            raise ConfigError(
+                "--workers is for --engine ct2 (CTranslate2's parallel batches); t2's own "
+                "search decodes one batch at a time with every thread: leave --workers out"
+            )
         if is_export(path):
             raise CheckpointError(f"{path} is a CTranslate2 export; pass --engine ct2")
         return T2Engine(path, average_last, device, precision)
@@ -96,4 +106,4 @@ def open_engine(path: str | Path, engine: str = "t2", average_last: int = 0,
         )
     from t2.serve.ct2_engine import Ct2Engine
 
-    return Ct2Engine(path, device, precision)
+    return Ct2Engine(path, device, precision, workers)
