@@ -81,6 +81,12 @@ def engine_spec(spec: str) -> tuple[str, int]:
     return name, int(workers) if workers else 1
 
 
+def ordered(engines: str) -> list[str]:
+    """The comma-separated --engines once each, in ENGINES order, then by workers."""
+    specs = dict.fromkeys(engines.split(","))
+    return sorted(specs, key=lambda s: (ENGINES.index(engine_spec(s)[0]), engine_spec(s)[1]))
+
+
 def bad_engine(spec: str) -> str | None:
     """Why an --engines entry is not valid, or None."""
     name, _, workers = spec.partition("@")
@@ -126,8 +132,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for spec in args.engines.split(","):
         if why := bad_engine(spec):
             p.error(why)
-        if args.trained and "@" in spec and not spec.startswith("ct2_"):
-            p.error(f"{spec!r}: with --trained only the ct2 engines take workers")
         if args.trained and spec.startswith("ct2_peer"):
             p.error(f"{spec!r} is for random weights; with --trained, leave it out")
     return args
@@ -234,29 +238,29 @@ def torch_engine(name: str, mcfg: ModelConfig) -> tuple:
     return run_t2, model.to(torch.bfloat16) if name == "t2_bf16" else model
 
 
-def _pool_worker(name: str, mcfg: ModelConfig, threads: int, jobs, done) -> None:  # noqa: ANN001
-    """A Pool's process: builds its engine, then runs each job it is given until None."""
+def _pool_worker(build, build_args: tuple, threads: int, jobs, done) -> None:  # noqa: ANN001
+    """A Pool's process: work = build(*build_args), then work(*job) for each job until None."""
     torch.set_num_threads(threads)
-    run, model = torch_engine(name, mcfg)
+    work = build(*build_args)
     while (job := jobs.get()) is not None:
-        src_ids, lengths, beam, args = job
-        done.put(run(model, src_ids, lengths, beam, args) if src_ids else 0)
+        done.put(work(*job))
 
 
 class Pool:
-    """An HF or t2 engine on `workers` processes of threads // workers threads each, one
-    model each: a call deals the length-sorted batches out in turn and waits for all."""
+    """`workers` processes of threads // workers threads each, each holding its own engine
+    (`build(*build_args)` there, a function of a job's arguments): map() gives worker k the
+    k-th job and returns their results in order."""
 
-    def __init__(self, name: str, mcfg: ModelConfig, workers: int, threads: int) -> None:
+    def __init__(self, build, build_args: tuple, workers: int, threads: int) -> None:  # noqa: ANN001
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")  # a fork would copy torch's threads
         self.jobs = [context.Queue() for _ in range(workers)]
-        self.done = context.Queue()
+        self.done = [context.Queue() for _ in range(workers)]
         self.processes = [
             context.Process(target=_pool_worker, daemon=True,
-                            args=(name, mcfg, max(1, threads // workers), jobs, self.done))
-            for jobs in self.jobs
+                            args=(build, build_args, max(1, threads // workers), jobs, done))
+            for jobs, done in zip(self.jobs, self.done, strict=True)
         ]  # fmt: skip
         for process in self.processes:
             process.start()
@@ -265,19 +269,43 @@ class Pool:
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
-    def __call__(self, _model, src_ids: list[list[int]], lengths: list[int], beam: int,
-                 args) -> int:  # fmt: skip
-        batches = list(length_batches([len(r) for r in src_ids], args.batch_size))
-        for k, jobs in enumerate(self.jobs):  # sorted and cut again there: the same batches
-            rows = [i for batch in batches[k :: len(self.jobs)] for i in batch]
-            jobs.put(([src_ids[i] for i in rows], [lengths[i] for i in rows], beam, args))
-        return sum(self.done.get() for _ in self.jobs)
+    def map(self, jobs: list[tuple]) -> list:
+        for queue, job in zip(self.jobs, jobs, strict=True):
+            queue.put(job)
+        return [done.get() for done in self.done]
+
+    def deal(self, lengths: list[int], batch_size: int) -> list[list[int]]:
+        """The length-sorted batches dealt out in turn: each worker's indices, in sorted
+        order, so that sorting and cutting them again there gives the same batches."""
+        batches = list(length_batches(lengths, batch_size))
+        n = len(self.jobs)
+        return [[i for batch in batches[k::n] for i in batch] for k in range(n)]
 
     def close(self) -> None:
-        for jobs in self.jobs:
-            jobs.put(None)
+        for queue in self.jobs:
+            queue.put(None)
         for process in self.processes:
             process.join()
+
+
+def _forced_work(name: str, mcfg: ModelConfig):
+    """A synthetic Pool worker's engine: tokens emitted for (src_ids, lengths, beam, args)."""
+    run, model = torch_engine(name, mcfg)
+    return lambda src_ids, lengths, beam, args: run(model, src_ids, lengths, beam, args)
+
+
+class PoolRunner:
+    """A runner (like run_hf and run_t2) that deals the batches out to a Pool."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    def __call__(self, _model, src_ids: list[list[int]], lengths: list[int], beam: int,
+                 args) -> int:  # fmt: skip
+        shares = self.pool.deal([len(r) for r in src_ids], args.batch_size)
+        jobs = [([src_ids[i] for i in rows], [lengths[i] for i in rows], beam, args)
+                for rows in shares]  # fmt: skip
+        return sum(self.pool.map(jobs))
 
 
 @dataclass
@@ -297,10 +325,8 @@ def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict[str, En
     torch.manual_seed(0)
     exported = Transformer(mcfg).eval()
     runner = ct2_runner(tokenizer)
-    specs = sorted(args.engines.split(","),
-                   key=lambda s: (ENGINES.index(engine_spec(s)[0]), engine_spec(s)[1]))  # fmt: skip
     engines = {}
-    for spec in dict.fromkeys(specs):
+    for spec in ordered(args.engines):
         name, workers = engine_spec(spec)
         if name.startswith("ct2_peer_"):
             quant = name.removeprefix("ct2_peer_")
@@ -311,8 +337,8 @@ def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict[str, En
             translator = ct2_translator(exported, mcfg, tokenizer, quant, args.threads, workers)
             engines[spec] = Engine(runner, translator, workers)
         elif workers > 1:
-            pool = Pool(name, mcfg, workers, args.threads)
-            engines[spec] = Engine(pool, None, workers, pool.pids)
+            pool = Pool(_forced_work, (name, mcfg), workers, args.threads)
+            engines[spec] = Engine(PoolRunner(pool), None, workers, pool.pids)
         else:
             engines[spec] = Engine(*torch_engine(name, mcfg))
     return mcfg, engines
@@ -338,8 +364,8 @@ def time_engines(engines: dict[str, Engine], work: tuple, args) -> dict[str, Run
                 runs[name].peak_mib = max(runs[name].peak_mib, peak.mib)
                 progress.update(1)
     for e in engines.values():
-        if isinstance(e.run, Pool):
-            e.run.close()
+        if isinstance(e.run, PoolRunner):
+            e.run.pool.close()
     emitted = {name: r.tokens for name, r in runs.items()}
     if len(set(emitted.values())) > 1:  # unequal work would make the ratios meaningless
         sys.exit(f"error: the engines emitted different numbers of tokens: {emitted}")
@@ -412,6 +438,40 @@ class PeerEngine:
         return out
 
 
+def _trained_engine(name: str, run: str, peer: str, beam: int, tokenizer):  # noqa: ANN001
+    """hf, t2, hf_bf16 or t2_bf16 of --trained: an object with translate(sentences, decode)."""
+    from t2.serve.engine import T2Engine
+
+    if name.startswith("t2"):
+        return T2Engine(run, precision="bfloat16" if name == "t2_bf16" else None)
+    dtype = torch.bfloat16 if name == "hf_bf16" else torch.float32
+    return PeerEngine(Path(peer), beam, tokenizer, dtype)
+
+
+def _trained_work(*build_args):  # noqa: ANN002
+    """A --trained Pool worker's engine: its translations of (sentences, decode)."""
+    return _trained_engine(*build_args).translate
+
+
+class PooledEngine:
+    """A --trained engine on a Pool: translate() deals the length-sorted batches out."""
+
+    def __init__(self, pool: Pool, tokenizer, workers: int) -> None:  # noqa: ANN001
+        self.pool, self.tokenizer, self.workers, self.pids = pool, tokenizer, workers, pool.pids
+
+    def translate(self, sentences: list[str], decode) -> list[str]:  # noqa: ANN001
+        from t2.data import encode_source
+
+        lengths = [len(r) for r in encode_source(self.tokenizer, sentences, False)]
+        shares = self.pool.deal(lengths, decode.batch_size)
+        texts = self.pool.map([([sentences[i] for i in rows], decode) for rows in shares])
+        out = [""] * len(sentences)
+        for rows, share in zip(shares, texts, strict=True):
+            for i, text in zip(rows, share, strict=True):
+                out[i] = text
+        return out
+
+
 def trained(args) -> list[dict]:
     """Free decoding of trained models: t2, its CTranslate2 exports and the trained peer."""
     from t2.evaluation.scoring import score_corpus
@@ -423,20 +483,21 @@ def trained(args) -> list[dict]:
     t2 = T2Engine(args.trained)
     decode = replace(t2.cfg.decode, beam_size=args.beam, lenpen=0.6, length_norm="length",
                      batch_size=args.batch_size, nbest=1)  # fmt: skip
-    wanted = args.engines.split(",")
-    engines = {"hf": PeerEngine(Path(args.peer), args.beam, t2.tokenizer), "t2": t2}
-    if "hf_bf16" in wanted:
-        engines["hf_bf16"] = PeerEngine(Path(args.peer), args.beam, t2.tokenizer, torch.bfloat16)
-    if "t2_bf16" in wanted:
-        engines["t2_bf16"] = T2Engine(args.trained, precision="bfloat16")
-    for spec in wanted:
+    engines = {}
+    for spec in ordered(args.engines):
         name, workers = engine_spec(spec)
         if name.startswith("ct2_"):
             quant = name.removeprefix("ct2_")
             folder = Path(tempfile.mkdtemp(prefix=f"t2-ct2-{quant}-")) / "export"
             export = export_run(args.trained, folder, quant)
             engines[spec] = open_engine(export, "ct2", workers=workers)
-    engines = {k: v for k, v in engines.items() if k in wanted}
+            continue
+        build = (name, args.trained, args.peer, args.beam, t2.tokenizer)
+        if workers > 1:
+            pool = Pool(_trained_work, build, workers, args.threads)
+            engines[spec] = PooledEngine(pool, t2.tokenizer, workers)
+        else:
+            engines[spec] = t2 if name == "t2" else _trained_engine(*build)
     print(f"CPU, {args.threads} threads; torch {torch.__version__}; {len(sources)} sentences of "
           f"{args.src}; beam {args.beam}, length penalty 0.6, batch {args.batch_size}; "
           f"{args.repeats} interleaved runs per engine after a warm-up")  # fmt: skip
@@ -446,12 +507,15 @@ def trained(args) -> list[dict]:
     with Progress(args.repeats * len(engines), f"beam {args.beam}", "runs") as progress:
         for _ in range(args.repeats):
             for name, engine in engines.items():
-                with PeakMemory("cpu") as peak:
+                with PeakMemory("cpu", getattr(engine, "pids", [])) as peak:
                     start = time.perf_counter()
                     outputs[name] = engine.translate(sources, decode)
                     runs[name].walls.append(time.perf_counter() - start)
                 runs[name].peak_mib = max(runs[name].peak_mib, peak.mib)
                 progress.update(1)
+    for engine in engines.values():
+        if isinstance(engine, PooledEngine):
+            engine.pool.close()
     print(f"{'engine':12} {'median':>7} {'range s':13} {'tokens':>7} {'tokens/s':>9} "
           f"{'vs hf':>7} {'same type':>9} {'BLEU':>6} {'chrF':>6} {'peak MiB':>9}")  # fmt: skip
     records = []

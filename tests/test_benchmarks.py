@@ -75,9 +75,9 @@ def test_bench_serve_rejects_an_unknown_engine(capsys):
             load("bench_serve").parse_args(["--engines", spec])
         assert why in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        load("bench_serve").parse_args(["--engines", "t2@2", "--trained", "r", "--peer", "p",
-                                        "--src", "s", "--ref", "r"])  # fmt: skip
-    assert "with --trained only the ct2 engines take workers" in capsys.readouterr().err
+        load("bench_serve").parse_args(["--engines", "ct2_peer_int8", "--trained", "r",
+                                        "--peer", "p", "--src", "s", "--ref", "r"])  # fmt: skip
+    assert "'ct2_peer_int8' is for random weights" in capsys.readouterr().err
 
 
 @needs_data
@@ -175,6 +175,16 @@ def test_bench_serve_times_trained_models_decoding_freely(tmp_path, toy, single_
     assert json.loads(out.read_text()) == records
     by = {r["engine"]: r for r in records}
     assert set(by) == {"hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8"}
+    workers = serve.main([*argv[:-2], "--threads", "2", "--engines", "hf,t2,hf@2,t2@2,ct2_int8@2"])
+    pooled = {r["engine"]: r for r in workers}
+    for name in ("hf", "t2"):  # the same batches on two processes: the same translations
+        alone, pool = pooled[name], pooled[f"{name}@2"]
+        assert (pool["workers"], pool["tokens"], pool["bleu"]) == (
+            2,
+            alone["tokens"],
+            alone["bleu"],
+        )
+    assert pooled["ct2_int8@2"]["bleu"] == by["ct2_int8"]["bleu"]
     assert by["hf"]["ratio_to_hf"] == 1.0 and by["t2_bf16"]["peer"] == "hf_bf16"
     for r in records:
         assert len(r["walls_s"]) == 2 and r["tokens"] > 0 and 0 <= r["bleu"] <= 100 + 1e-9

@@ -24,7 +24,7 @@ from t2.rundir import (
     resolve,
     save_checkpoint,
 )
-from t2.rundir.layout import META, STATE, WEIGHTS
+from t2.rundir.layout import COMPLETE, META, STATE, WEIGHTS
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -78,6 +78,25 @@ def test_keep_last_keeps_the_best_and_drops_the_best_it_replaced(tmp_path):
         kept = sorted(p.name for p in run.checkpoints())
         assert kept == sorted({run.best().name, f"step-{step:07d}"}), (step, kept)
     assert resolve(tmp_path) == run.best() == run.checkpoint(3)  # the best, not the latest
+
+
+def test_a_run_whose_best_checkpoint_is_gone_fails_instead_of_taking_another(tmp_path):
+    """Scores of the latest checkpoint passed off as the best's would be wrong numbers."""
+    run = RunDir(tmp_path)
+    for step, best in ((1, False), (2, True), (3, False)):
+        _save(run, step, keep_last=3, best=best)
+    shutil.rmtree(run.checkpoint(2))
+    with pytest.raises(CheckpointError) as err:
+        resolve(tmp_path)
+    assert str(err.value) == (
+        f"{tmp_path} marks step-0000002 as its best checkpoint, but step-0000002 is missing "
+        f"or incomplete; pass a checkpoint folder, e.g. {run.checkpoint(3)}"
+    )
+    assert resolve(run.checkpoint(3)) == run.checkpoint(3)  # the fix it names works
+    (run.checkpoint(3) / COMPLETE).unlink()
+    shutil.rmtree(run.checkpoint(1))
+    with pytest.raises(CheckpointError, match="is missing or incomplete; train it again"):
+        resolve(tmp_path)
 
 
 @pytest.mark.parametrize("name", [WEIGHTS, STATE])

@@ -98,7 +98,8 @@ def is_complete(ckpt: Path) -> bool:
 
 
 def resolve(path: str | Path) -> Path:
-    """A checkpoint folder from a run directory (its best, else latest) or a checkpoint path."""
+    """A checkpoint folder from a run directory (its best, else latest) or a checkpoint path.
+    A best marker that names a checkpoint no longer there is an error, not the latest."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} not found; pass a run directory or checkpoint")
@@ -107,6 +108,15 @@ def resolve(path: str | Path) -> Path:
             raise CheckpointError(f"checkpoint {path} is incomplete (no {COMPLETE} marker)")
         return path
     run = RunDir(path)
+    marker = run.checkpoint_dir / BEST
+    if marker.is_file() and run.best() is None:  # never fall back quietly to another one
+        name = marker.read_text().strip()
+        latest = run.latest()
+        fix = f"pass a checkpoint folder, e.g. {latest}" if latest else "train it again"
+        raise CheckpointError(
+            f"{path} marks {name} as its best checkpoint, but {name} is missing or "
+            f"incomplete; {fix}"
+        )
     found = run.best() or run.latest()
     if found is None:
         raise CheckpointError(f"no complete checkpoint under {path}; train first or pass one")
