@@ -315,3 +315,25 @@ def test_workers_decode_batches_at_once_with_the_same_output(toy, exported, tmp_
         main(["translate", "--checkpoint", str(run), "--workers", "2", "--input", str(src)])
     err = capsys.readouterr().err
     assert done.value.code == 2 and err.count("\n") == 1 and "--workers is for --engine ct2" in err
+
+
+def test_a_batch_decodes_as_its_sentences_do_alone_at_their_own_limits(exported):
+    """A batch goes to CTranslate2 in one call up to its longest limit; a sentence whose
+    output reached its own limit is decoded again at that limit, so each sentence gets what
+    it gets alone (t2 ends an output at its limit): the same tokens and the same scores."""
+    _, out = exported
+    engine = open_engine(out, "ct2")
+    src_ids = encode_source(engine.tokenizer, [s for s, _ in toy_pairs(24, 8)], False)
+    short = {"max_len_a": 0.5, "max_len_b": 1}
+    for decode in (DecodeConfig(beam_size=1, **short),
+                   DecodeConfig(beam_size=4, nbest=4, lenpen=0.6, **short)):  # fmt: skip
+        limits = engine.limits(src_ids, decode)
+        assert len(set(limits)) > 2  # the batch mixes limits
+        batch = engine.search(src_ids, decode)
+        reached = 0
+        for row, hyps in zip(src_ids, batch, strict=True):
+            alone = engine.search([row], decode)[0]
+            assert [h.tokens for h in hyps] == [h.tokens for h in alone]
+            assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
+            reached += len(hyps[0].tokens) == engine.limits([row], decode)[0]
+        assert reached >= 3  # outputs cut at their limit are among them

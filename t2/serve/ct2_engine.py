@@ -104,25 +104,31 @@ class Ct2Engine(Engine):
         self, src_ids: Sequence[list[int]], decode: DecodeConfig
     ) -> Callable[[], list[list[Hypothesis]]]:
         """Queue one batch on the translator's workers; the function returned waits for its
-        n-best hypotheses. Sentences of one maximum length go to CTranslate2 together, its
-        max_decoding_length being per call (a length-sorted batch has few distinct lengths)."""
+        n-best hypotheses. CTranslate2's max_decoding_length is per call, so the batch goes
+        in one call up to its longest limit, and the sentences whose output reached their
+        own (shorter) limit, which t2 would have ended there, go again with that limit."""
         limits = self.limits(src_ids, decode)
         head = 1 if self.cfg.data.src_bos else 0  # CTranslate2 adds BOS and EOS itself
-        groups = []
-        for limit in sorted(set(limits)):
-            rows = [i for i, n in enumerate(limits) if n == limit]
-            source = [self.tokenizer.convert_ids_to_tokens(src_ids[i][head:-1]) for i in rows]
-            groups.append((rows, limit, self._translate(source, limit, decode)))
+        source = [self.tokenizer.convert_ids_to_tokens(r[head:-1]) for r in src_ids]
+        jobs = self._translate(source, max(limits), decode)
 
         def collect() -> list[list[Hypothesis]]:
-            out: list[list[Hypothesis]] = [[] for _ in src_ids]
-            for rows, limit, results in groups:
-                for i, job in zip(rows, results, strict=True):
-                    result = job.result()
-                    out[i] = self._hypotheses(result.hypotheses, result.scores, limit, decode)
-            return out
+            results = [job.result() for job in jobs]
+            again = [i for i, r in enumerate(results) if limits[i] < max(limits)
+                     and any(self._length(h) >= limits[i] for h in r.hypotheses)]  # fmt: skip
+            for limit in sorted({limits[i] for i in again}):
+                rows = [i for i in again if limits[i] == limit]
+                redo = self._translate([source[i] for i in rows], limit, decode)
+                for i, job in zip(rows, redo, strict=True):
+                    results[i] = job.result()
+            return [self._hypotheses(r.hypotheses, r.scores, limits[i], decode)
+                    for i, r in enumerate(results)]  # fmt: skip
 
         return collect
+
+    def _length(self, tokens: list[str]) -> int:
+        """Tokens before EOS of a CTranslate2 hypothesis (it returns the end token)."""
+        return len(tokens) - 1 if tokens and tokens[-1] == self.tokenizer.eos_token else len(tokens)
 
     def _translate(self, source: list[list[str]], limit: int, decode: DecodeConfig) -> list:
         """CTranslate2's asynchronous results of one call (one per sentence)."""
