@@ -1,9 +1,10 @@
 """Translate with a CTranslate2 export as t2's own search does: the same source ids, the same
 length-sorted batches, the same maximum length and the same scores.
 
-Greedy search gives t2's token ids: the sentences of a batch that share a maximum length
-(max_len_a * source length + max_len_b tokens before EOS) are decoded together up to it, and
-an output that reaches it is cut there, where t2 forces EOS. PAD and BOS are never generated,
+Greedy search gives t2's token ids: a batch is decoded in one call up to its longest maximum
+length (max_len_a * source length + max_len_b tokens before EOS), and a sentence whose output
+reached its own shorter maximum is decoded again at that maximum, so each output ends where
+t2 forces EOS. PAD and BOS are never generated,
 as in t2 (CTranslate2 removes them before normalising, t2 after: scores differ by the
 probability the model gives those two tokens).
 Beam search is CTranslate2's: a sentence ends once beam_size hypotheses have ended (t2's
