@@ -272,7 +272,21 @@ class Pool:
     def map(self, jobs: list[tuple]) -> list:
         for queue, job in zip(self.jobs, jobs, strict=True):
             queue.put(job)
-        return [done.get() for done in self.done]
+        return [self._result(k) for k in range(len(self.done))]
+
+    def _result(self, k: int):  # noqa: ANN202
+        """Worker k's result; a worker that died (its traceback is above) stops the run."""
+        import queue
+
+        while True:
+            try:
+                return self.done[k].get(timeout=1.0)
+            except queue.Empty:
+                if not self.processes[k].is_alive():
+                    code = self.processes[k].exitcode
+                    self.close()
+                    sys.exit(f"error: worker {k} of a pool stopped (exit code {code}); its "
+                             f"error is printed above")  # fmt: skip
 
     def deal(self, lengths: list[int], batch_size: int) -> list[list[int]]:
         """The length-sorted batches dealt out in turn: each worker's indices, in sorted
@@ -282,10 +296,13 @@ class Pool:
         return [[i for batch in batches[k::n] for i in batch] for k in range(n)]
 
     def close(self) -> None:
-        for queue in self.jobs:
-            queue.put(None)
+        for queue, process in zip(self.jobs, self.processes, strict=True):
+            if process.is_alive():
+                queue.put(None)
         for process in self.processes:
-            process.join()
+            process.join(timeout=30)
+            if process.is_alive():
+                process.terminate()
 
 
 def _forced_work(name: str, mcfg: ModelConfig):

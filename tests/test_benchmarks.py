@@ -198,3 +198,17 @@ def test_bench_serve_trained_needs_its_inputs(capsys):
     with pytest.raises(SystemExit):
         load("bench_serve").parse_args(["--trained", "runs/x"])
     assert "--trained needs --peer, --src and --ref" in capsys.readouterr().err
+
+
+def test_bench_serve_pool_stops_in_one_line_when_a_worker_dies():
+    """A worker whose engine cannot be built exits; the run stops instead of waiting."""
+    import multiprocessing
+
+    serve = load("bench_serve")
+    pool = serve.Pool(serve._trained_work, ("t2", "/nonexistent/run", "", 1, None), 1, 1)
+    with pytest.raises(SystemExit) as done:
+        pool.map([(["Ein Satz."], None)])
+    assert str(done.value.code) == (
+        "error: worker 0 of a pool stopped (exit code 1); its error is printed above"
+    )
+    assert not multiprocessing.active_children()

@@ -93,6 +93,9 @@ def test_a_run_whose_best_checkpoint_is_gone_fails_instead_of_taking_another(tmp
         f"or incomplete; pass a checkpoint folder, e.g. {run.checkpoint(3)}"
     )
     assert resolve(run.checkpoint(3)) == run.checkpoint(3)  # the fix it names works
+    from t2.rundir.average import last_checkpoints
+
+    assert last_checkpoints(tmp_path, 2) == [run.checkpoint(1), run.checkpoint(3)]  # no best
     (run.checkpoint(3) / COMPLETE).unlink()
     shutil.rmtree(run.checkpoint(1))
     with pytest.raises(CheckpointError, match="is missing or incomplete; train it again"):

@@ -326,7 +326,8 @@ def test_a_batch_decodes_as_its_sentences_do_alone_at_their_own_limits(exported)
     src_ids = encode_source(engine.tokenizer, [s for s, _ in toy_pairs(24, 8)], False)
     short = {"max_len_a": 0.5, "max_len_b": 1}
     for decode in (DecodeConfig(beam_size=1, **short),
-                   DecodeConfig(beam_size=4, nbest=4, lenpen=0.6, **short)):  # fmt: skip
+                   DecodeConfig(beam_size=4, nbest=4, lenpen=0.6, **short),
+                   DecodeConfig(beam_size=4, nbest=2, lenpen=0.0, **short)):  # fmt: skip
         limits = engine.limits(src_ids, decode)
         assert len(set(limits)) > 2  # the batch mixes limits
         batch = engine.search(src_ids, decode)
@@ -337,3 +338,24 @@ def test_a_batch_decodes_as_its_sentences_do_alone_at_their_own_limits(exported)
             assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
             reached += len(hyps[0].tokens) == engine.limits([row], decode)[0]
         assert reached >= 3  # outputs cut at their limit are among them
+
+
+def test_beam_search_without_a_length_penalty_keeps_each_sentences_own_limit(vocab, tmp_path):
+    """With lenpen 0 CTranslate2 ends a sentence once its best beam has ended, so a batch
+    decoded to its longest limit may return a short hypothesis where, alone at its own
+    limit, beams ended there by force would rank higher: such sentences go again."""
+    tokenizer, _ = vocab
+    cfg = ModelConfig(vocab_size=len(tokenizer), d_model=32, n_heads=4, d_ff=64,
+                      n_encoder_layers=2, n_decoder_layers=2, dropout=0.0)  # fmt: skip
+    net = Transformer(cfg).eval()
+    randomise(net, 3, 1.0)
+    plant_eos(net, 3, share=0.3)
+    engine = export_model(net, tokenizer, tmp_path, False)
+    gen = torch.Generator().manual_seed(5)
+    sources = [torch.randint(4, len(tokenizer), (int(n),), generator=gen).tolist() + [2]
+               for n in torch.randint(1, 16, (96,), generator=gen)]  # fmt: skip
+    decode = DecodeConfig(beam_size=4, nbest=2, lenpen=0.0, max_len_a=0.5, max_len_b=0)
+    for start in range(0, len(sources), 32):
+        rows = sources[start : start + 32]
+        for row, hyps in zip(rows, engine.search(rows, decode), strict=True):
+            assert [h.tokens for h in hyps] == [h.tokens for h in engine.search([row], decode)[0]]

@@ -28,9 +28,11 @@ def last_checkpoints(path: str | Path, n: int) -> list[Path]:
     if n < 1:
         raise CheckpointError(f"cannot average the last {n} checkpoints; pass N >= 1")
     path = Path(path)
-    ckpt = resolve(path)  # fails with the right message if there is none
     if (path / WEIGHTS).is_file():
+        ckpt = resolve(path)  # fails with the right message if it is incomplete
         return RunDir.of(ckpt).last(n, until=ckpt)
+    if not path.exists() or not RunDir(path).checkpoints():  # the best marker plays no part
+        resolve(path)  # fails with the right message
     return RunDir(path).last(n)
 
 

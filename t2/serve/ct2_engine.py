@@ -115,8 +115,11 @@ class Ct2Engine(Engine):
 
         def collect() -> list[list[Hypothesis]]:
             results = [job.result() for job in jobs]
+            # without a length penalty CTranslate2 ends a sentence once its best beam has
+            # ended, so beams that t2 would end at a shorter limit leave no trace: go again
+            blind = decode.beam_size > 1 and decode.lenpen == 0
             again = [i for i, r in enumerate(results) if limits[i] < max(limits)
-                     and any(self._length(h) >= limits[i] for h in r.hypotheses)]  # fmt: skip
+                     and (blind or self._reached(r.hypotheses, limits[i]))]  # fmt: skip
             for limit in sorted({limits[i] for i in again}):
                 rows = [i for i in again if limits[i] == limit]
                 redo = self._translate([source[i] for i in rows], limit, decode)
@@ -126,6 +129,10 @@ class Ct2Engine(Engine):
                     for i, r in enumerate(results)]  # fmt: skip
 
         return collect
+
+    def _reached(self, hypotheses: list[list[str]], limit: int) -> bool:
+        """Whether a hypothesis has `limit` tokens or more before EOS."""
+        return any(self._length(h) >= limit for h in hypotheses)
 
     def _length(self, tokens: list[str]) -> int:
         """Tokens before EOS of a CTranslate2 hypothesis (it returns the end token)."""
