@@ -205,7 +205,8 @@ def test_bench_serve_pool_stops_in_one_line_when_a_worker_dies():
     import multiprocessing
 
     serve = load("bench_serve")
-    pool = serve.Pool(serve._trained_work, ("t2", "/nonexistent/run", "", 1, None), 1, 1)
+    work = load("serve_trained")._trained_work  # built in the worker, where it fails
+    pool = serve.Pool(work, ("t2", "/nonexistent/run", "", 1, None), 1, 1)
     with pytest.raises(SystemExit) as done:
         pool.map([(["Ein Satz."], None)])
     assert str(done.value.code) == (

@@ -111,14 +111,15 @@ class Ct2Engine(Engine):
         limits = self.limits(src_ids, decode)
         head = 1 if self.cfg.data.src_bos else 0  # CTranslate2 adds BOS and EOS itself
         source = [self.tokenizer.convert_ids_to_tokens(r[head:-1]) for r in src_ids]
-        jobs = self._translate(source, max(limits), decode)
+        longest = max(limits)
+        jobs = self._translate(source, longest, decode)
 
         def collect() -> list[list[Hypothesis]]:
             results = [job.result() for job in jobs]
             # without a length penalty CTranslate2 ends a sentence once its best beam has
             # ended, so beams that t2 would end at a shorter limit leave no trace: go again
             blind = decode.beam_size > 1 and decode.lenpen == 0
-            again = [i for i, r in enumerate(results) if limits[i] < max(limits)
+            again = [i for i, r in enumerate(results) if limits[i] < longest
                      and (blind or self._reached(r.hypotheses, limits[i]))]  # fmt: skip
             for limit in sorted({limits[i] for i in again}):
                 rows = [i for i in again if limits[i] == limit]
