@@ -72,6 +72,19 @@ class Section:
                 raise ConfigError(f"{where} must be at least {low}, got {getattr(self, name)}")
 
 
+AUTO = "auto"
+
+
+def _count_or_auto(section: Section, name: str, low: int) -> None:
+    """A key that is a whole number >= low, or `auto` (resolved by t2.train.plan)."""
+    value = getattr(section, name)
+    if value == AUTO:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        where = f"{SECTION_NAMES[type(section)]}.{name}"
+        raise ConfigError(f"{where} must be a whole number >= {low} or auto, got {value!r}")
+
+
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     """Accept a YAML value for a field of type `hint`, or fail with a one-line reason."""
     origin = typing.get_origin(hint)
@@ -167,8 +180,18 @@ class DataConfig(Section):
     max_length_ratio: float = 3.0  # drop pairs whose token lengths differ more than this
     dedup: bool = False
     src_bos: bool = False  # prepend BOS to the source (ablation of report 000)
-    max_tokens: int = 4096  # token budget per batch (fairseq --max-tokens); 0: use batch_size
+    # token budget per micro-batch and process (fairseq --max-tokens); 0: use batch_size;
+    # auto: planned (t2.train.plan): the step's share (train.global_batch) within what the
+    # memory model fits on a GPU, at most 4,096 on a CPU; written to the run's config.yaml
+    max_tokens: int | str = "auto"
     batch_size: int = 0  # sentences per batch, used when max_tokens is 0
+    # at most this many distinct (rows, source length, target length) batch shapes an epoch:
+    # length buckets chosen from the data (t2.data.buckets); 0: a batch padded to its longest
+    max_shapes: int = 64
+    pad_multiple: int = 8  # rows of a bucketed batch: a multiple of this (tensor cores)
+    # bucket lengths a multiple of this; 8 pads ~20% of a corpus of short sentences (the
+    # shared mixed corpus: 14 tokens on average), the data-chosen boundaries ~7%
+    length_multiple: int = 1
     num_proc: int = 1  # processes for datasets.map
     task_train_size: int = 20000  # pairs generated for a task:NAME train split
     task_eval_size: int = 500  # pairs generated for task:NAME valid and test splits
@@ -186,10 +209,17 @@ class DataConfig(Section):
                 )
         self._at_least(1, "max_tokens_per_sentence", "num_proc", "task_train_size",
                        "task_eval_size")  # fmt: skip
-        self._at_least(0, "min_frequency", "max_length_ratio", "max_tokens", "batch_size",
-                       "max_train_pairs")  # fmt: skip
+        self._at_least(0, "min_frequency", "max_length_ratio", "batch_size", "max_train_pairs",
+                       "max_shapes")  # fmt: skip
+        self._at_least(1, "pad_multiple", "length_multiple")
+        _count_or_auto(self, "max_tokens", 0)
         if self.max_tokens == 0 and self.batch_size == 0:
             raise ConfigError("set data.max_tokens (tokens per batch) or data.batch_size")
+        if self.max_tokens == AUTO and self.batch_size:
+            raise ConfigError(
+                "data.max_tokens=auto plans token batches: set data.batch_size=0, "
+                "or data.max_tokens=0 for batches of data.batch_size sentences"
+            )
 
 
 @dataclass(frozen=True)
@@ -212,7 +242,10 @@ class TrainConfig(Section):
     max_minutes: float = 0.0  # training wall time, cumulative over resumes; 0: no limit
     max_train_tokens: int = 0  # target tokens trained on, all processes together; 0: no limit
     stop_exact_match: float = 0.0  # stop at a validation with exact match >= this; 0: off
-    accumulate: int = 1  # micro-batches per optimizer step
+    # target tokens per optimizer step, all processes together (the paper: 25,000); the
+    # planner splits it into processes x accumulate x data.max_tokens; 0: no global batch
+    global_batch: int = 0
+    accumulate: int | str = "auto"  # micro-batches per optimizer step; auto: planned
     clip_norm: float = 0.0  # 0: no clipping (the paper)
     mixed_precision: str = choice("auto", "bf16", "fp16", "no")  # auto: bf16 where supported
     compile: bool = False  # torch.compile the training forward pass (docs/performance.md)
@@ -232,8 +265,10 @@ class TrainConfig(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._at_least(1, "max_steps", "accumulate", "log_every", "eval_every", "save_every",
-                       "keep_last", "max_nonfinite")  # fmt: skip
+        self._at_least(1, "max_steps", "log_every", "eval_every", "save_every", "keep_last",
+                       "max_nonfinite")  # fmt: skip
+        self._at_least(0, "global_batch")
+        _count_or_auto(self, "accumulate", 1)
         self._at_least(3, "lr_find_steps")  # the suggestion needs a slope between points
         self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
                        "clip_norm", "valid_bleu_sentences", "loader_workers", "max_minutes",

@@ -24,20 +24,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--wandb", choices=["online", "offline", "disabled"], default="offline",
         help="W&B logging mode (default offline: no account needed)",
     )  # fmt: skip
-    parser.add_argument("--dry-run", action="store_true", help="describe the model and stop")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved config, its batch plan and memory, and stop",
+    )
+    parser.add_argument(
+        "--device-memory",
+        metavar="SIZE",
+        help="--dry-run: plan for a GPU of this memory (e.g. 80GiB, 16GB), present or not",
+    )
+    parser.add_argument(
+        "--processes", type=int, default=1, metavar="N",
+        help="--dry-run: plan for N processes (GPUs) in all (default 1)",
+    )  # fmt: skip
     parser.add_argument(
         "--lr-find", action="store_true", help="learning-rate range test (Smith 2015) and stop"
     )
 
 
 def run(args: argparse.Namespace) -> None:
+    from t2.errors import ConfigError
     from t2.recipes import load_config
 
     cfg = load_config(args.recipe, args.overrides)
+    if (args.device_memory or args.processes != 1) and not args.dry_run:
+        raise ConfigError("--device-memory and --processes plan a --dry-run; a training run "
+                          "plans for the device and processes it has")  # fmt: skip
+    if args.processes < 1:
+        raise ConfigError(f"--processes must be at least 1, got {args.processes}")
     if args.dry_run:
         from t2.describe import describe
+        from t2.train.plan import local_device, parse_size
 
-        print(describe(cfg, args.recipe))
+        memory = parse_size(args.device_memory) if args.device_memory else None
+        print(describe(cfg, args.recipe, args.processes, local_device(memory)))
         return
     out = check_out_folder(args.out or Path("runs") / Path(args.recipe).stem)
     if not sys.stderr.isatty():  # in a log file, datasets' progress bars are only noise

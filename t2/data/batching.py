@@ -1,15 +1,19 @@
-"""Token-budget batches from length-sorted buckets (fairseq's --max-tokens), resumable.
+"""Token-budget batches from length buckets (fairseq's --max-tokens), resumable.
 
-Sentences are sorted by length with random tie-breaking, cut greedily into batches whose
-padded size (longest side x sentences) stays within the budget, and the batches shuffled.
-Every rank builds the same global list from the seed and takes every world_size-th batch;
-the position in it counts the batches of all processes, so resume works on any number.
+With `max_shapes` (data.max_shapes), pairs fall in length buckets chosen from the data
+(t2.data.buckets) and every batch of a bucket has one shape: an epoch has at most that many
+distinct shapes, and the batch that needs the most memory runs first. Without, sentences
+are sorted by length with random tie-breaking and cut greedily into batches whose padded
+size (longest side x sentences) stays within the budget, each padded to its own longest.
+The batches are shuffled. Every rank builds the same global list from the seed and takes
+every world_size-th batch; the position in it counts the batches of all processes, so
+resume works on any number.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from typing import Any
 
@@ -18,7 +22,17 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from t2.data.buckets import cells, padding_optimal_cuts, shapes
 from t2.errors import DataError
+
+MOST_BOUNDARIES = 32  # per side; the shape limit usually binds well before
+
+
+class ShapedBatch(list):
+    """A batch's pair indices and the (source, target) lengths it is padded to (None: its
+    longest); what a bucketed sampler hands the loader, picklable for worker processes."""
+
+    lengths: tuple[int, int] | None = None
 
 
 class BatchSampler:
@@ -42,7 +56,19 @@ class BatchSampler:
         rank: int = 0,
         world_size: int = 1,
         step_batches: int = 0,
+        *,
+        max_shapes: int = 0,
+        rows_multiple: int = 1,
+        length_multiple: int = 1,
+        cost: Callable[[int, int, int], float] | None = None,
     ) -> None:
+        """max_shapes (0: off), rows_multiple and length_multiple: the bucketed layout;
+        cost(rows, src_len, tgt_len): a batch's memory, to run the largest first (default:
+        padded tokens, then the longest side)."""
+        self.src, self.tgt = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
+        self.max_shapes, self.rows_multiple = max_shapes, rows_multiple
+        self.length_multiple = length_multiple
+        self.cost = cost or (lambda rows, s, t: rows * (s + t) + max(s, t) / 1e6)
         self.sizes = np.maximum(np.asarray(src_lengths), np.asarray(tgt_lengths)).astype(np.int64)
         self.min_sizes = np.minimum(np.asarray(src_lengths), np.asarray(tgt_lengths))
         self.max_tokens, self.batch_size = max_tokens, batch_size
@@ -64,33 +90,80 @@ class BatchSampler:
                 f"pair {i} has {self.sizes[i]} tokens, more than data.max_tokens={max_tokens}; "
                 f"raise data.max_tokens or lower data.max_tokens_per_sentence"
             )
+        self.cuts = self._choose_cuts() if max_tokens > 0 and max_shapes > 0 else None
         if len(self._global(0)) == 0:
             raise DataError(
                 f"{len(self._all_batches(0))} batches cannot feed {self.step_batches} per step "
                 f"(processes x train.accumulate); lower data.max_tokens or data.batch_size"
             )
 
-    def _all_batches(self, epoch: int) -> list[np.ndarray]:
-        """Every batch of an epoch, before the cut and sharding."""
+    def _choose_cuts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each side's boundaries: as many as keep the epoch within max_shapes (fewer
+        boundaries pad more; the count of shapes does not depend on the shuffle)."""
+        m = self.length_multiple
+        src = padding_optimal_cuts(self.src, MOST_BOUNDARIES, m)
+        tgt = padding_optimal_cuts(self.tgt, MOST_BOUNDARIES, m)
+        for k in range(min(len(src), len(tgt)), 0, -1):
+            layout = cells(self.src, self.tgt, src[k - 1], tgt[k - 1], self.max_tokens,
+                           self.rows_multiple, None)  # fmt: skip
+            if len(shapes(layout)) <= self.max_shapes or k == 1:
+                return src[k - 1], tgt[k - 1]
+        raise AssertionError("unreachable")
+
+    def _bucketed(self, rng: np.random.Generator | None) -> tuple[list, list]:
+        """The bucketed layout's batches and their (source, target) lengths, unshuffled."""
+        assert self.cuts is not None
+        layout = cells(self.src, self.tgt, *self.cuts, self.max_tokens, self.rows_multiple, rng)
+        batches, lengths = [], []
+        for c in layout:
+            cut = np.split(c.members, range(c.rows, len(c.members), c.rows))
+            batches += cut
+            lengths += [(c.src_len, c.tgt_len)] * len(cut)
+        return batches, lengths
+
+    def _all_batches(self, epoch: int) -> tuple[list[np.ndarray], list]:
+        """Every batch of an epoch and its padded lengths, before the cut and sharding."""
         rng = np.random.default_rng([self.seed, epoch])
         n = len(self.sizes)
         if self.max_tokens <= 0:
             order = rng.permutation(n) if self.shuffle else np.arange(n)
-            return [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+            cut = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
+            return cut, [None] * len(cut)
+        if self.cuts is not None:
+            batches, lengths = self._bucketed(rng if self.shuffle else None)
+            if self.shuffle:
+                order = rng.permutation(len(batches))
+                # the costliest first (on rank 0): a plan that does not fit fails at step 1;
+                # one batch, whatever the processes, so that the list stays theirs to share
+                costs = [self.cost(len(batches[i]), *lengths[i]) for i in order]
+                first = int(np.argmax(costs))
+                order = np.concatenate([order[first : first + 1], np.delete(order, first)])
+                batches, lengths = [batches[i] for i in order], [lengths[i] for i in order]
+            return batches, lengths
         tie = rng.permutation(n) if self.shuffle else np.arange(n)
         order = np.lexsort((tie, self.min_sizes, self.sizes))  # by longest side, then shorter
         bounds = _greedy_bounds(self.sizes[order].tolist(), self.max_tokens)
         batches = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]
-        return batches
+        return batches, [None] * len(batches)
 
     def _global(self, epoch: int) -> list[np.ndarray]:
         """The epoch's batches of all processes, cut to whole optimizer steps."""
+        return self._epoch(epoch)[0]
+
+    def _epoch(self, epoch: int) -> tuple[list[np.ndarray], list]:
         if self._cache is None or self._cache[0] != epoch:
-            batches = self._all_batches(epoch)
-            self._cache = (epoch, batches[: len(batches) // self.step_batches * self.step_batches])
-        return self._cache[1]
+            batches, lengths = self._all_batches(epoch)
+            keep = len(batches) // self.step_batches * self.step_batches
+            self._cache = (epoch, batches[:keep], lengths[:keep])
+        return self._cache[1], self._cache[2]
+
+    def shapes(self, epoch: int = 0) -> set[tuple[int, int, int]]:
+        """The distinct (rows, source length, target length) of the epoch's padded batches."""
+        batches, lengths = self._epoch(epoch)
+        return {(len(b), *(ls or (int(self.src[b].max()), int(self.tgt[b].max()))))
+                for b, ls in zip(batches, lengths, strict=True)}  # fmt: skip
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch`; a restored position within the same epoch is kept."""
@@ -104,17 +177,21 @@ class BatchSampler:
     def __iter__(self) -> Iterator[list[int]]:
         """This process's rest of the epoch. Iterated directly, the position follows what is
         yielded; through a prefetching loader, ResumableLoader sets it to what was handed out."""
-        epoch, batches = self.epoch, self._global(self.epoch)
+        epoch, (batches, lengths) = self.epoch, self._epoch(self.epoch)
         for i in range(self.position + self.rank, len(batches), self.world_size):
             self.epoch, self.position = epoch, i - self.rank + self.world_size
-            yield batches[i].tolist()
+            batch = ShapedBatch(batches[i].tolist())
+            batch.lengths = lengths[i]
+            yield batch
         self.epoch, self.position = epoch + 1, 0  # the next pass reshuffles
 
     def plan(self) -> dict[str, Any]:
         """What fixes the global list of batches; a resume must find the same."""
         digest = hashlib.sha256(self.sizes.tobytes() + self.min_sizes.astype(np.int64).tobytes())
         return {"train.seed": self.seed, "data.max_tokens": self.max_tokens,
-                "data.batch_size": self.batch_size, "pairs": len(self.sizes),
+                "data.batch_size": self.batch_size, "data.max_shapes": self.max_shapes,
+                "data.pad_multiple": self.rows_multiple,
+                "data.length_multiple": self.length_multiple, "pairs": len(self.sizes),
                 "lengths": digest.hexdigest()[:16]}  # fmt: skip
 
     def state_dict(self) -> dict[str, Any]:
@@ -122,8 +199,9 @@ class BatchSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue after the last batch consumed (by all processes) when `state` was taken."""
-        saved, now = state["plan"], self.plan()
-        for key in ("train.seed", "data.max_tokens", "data.batch_size"):
+        saved = {**PLAN_BEFORE_BUCKETS, **state["plan"]}  # a run saved before they existed
+        now = self.plan()
+        for key in ("train.seed", "data.max_tokens", "data.batch_size", *PLAN_BEFORE_BUCKETS):
             if saved[key] != now[key]:
                 raise DataError(
                     f"the run was saved with {key}={saved[key]}, now {now[key]}: the batches "
@@ -137,6 +215,10 @@ class BatchSampler:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
+# what a run saved before the bucketed layout batched with
+PLAN_BEFORE_BUCKETS = {"data.max_shapes": 0, "data.pad_multiple": 1, "data.length_multiple": 1}
+
+
 def _greedy_bounds(sizes: list[int], max_tokens: int) -> list[int]:
     """Cut points for sizes sorted ascending: a batch grows while count x last size fits."""
     bounds, start = [0], 0
@@ -148,10 +230,14 @@ def _greedy_bounds(sizes: list[int], max_tokens: int) -> list[int]:
     return bounds
 
 
-def collate(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded int64 tensors: src (B, S), tgt_in = tgt[:-1] and tgt_out = tgt[1:] (B, T)."""
-    src, _ = _pad([e["src_ids"] for e in examples], pad_id)
-    tgt, mask = _pad([e["tgt_ids"] for e in examples], pad_id)  # (B, T + 1)
+def collate(
+    examples: list[dict], pad_id: int, lengths: tuple[int, int] | None = None
+) -> dict[str, torch.Tensor]:
+    """Right-padded int64 tensors: src (B, S), tgt_in = tgt[:-1] and tgt_out = tgt[1:] (B, T);
+    S and T + 1 are `lengths` (a bucket's) when given, else the longest row's."""
+    src_len, tgt_len = lengths or (0, 0)
+    src, _ = _pad([e["src_ids"] for e in examples], pad_id, src_len)
+    tgt, mask = _pad([e["tgt_ids"] for e in examples], pad_id, tgt_len)  # (B, T + 1)
     tgt_in = np.where(mask[:, 1:], tgt[:, :-1], pad_id)  # each row's EOS is not an input
     return {
         "src": torch.from_numpy(src),
@@ -160,10 +246,11 @@ def collate(examples: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     }
 
 
-def _pad(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows in one (B, longest) int64 array, filled in one vectorised step; and the mask."""
+def _pad(rows: list[list[int]], pad_id: int, width: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Rows in one (B, max(width, longest)) int64 array, filled in one vectorised step; and
+    the mask."""
     lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    mask = np.arange(lengths.max()) < lengths[:, None]
+    mask = np.arange(max(width, lengths.max())) < lengths[:, None]
     out = np.full(mask.shape, pad_id, dtype=np.int64)
     out[mask] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
     return out, mask
@@ -175,8 +262,26 @@ class _Collate:
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
 
-    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
-        return collate(examples, self.pad_id)
+    def __call__(self, fetched: tuple[tuple[int, int] | None, list[dict]]) -> dict[str, Any]:
+        lengths, examples = fetched
+        return collate(examples, self.pad_id, lengths)
+
+
+class _Pairs(torch.utils.data.Dataset):
+    """The encoded pairs, fetched a batch at a time together with the lengths the sampler
+    pads that batch to (ShapedBatch.lengths)."""
+
+    def __init__(self, ds: datasets.Dataset) -> None:
+        self.ds = ds
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.ds[i]
+
+    def __getitems__(self, batch: list[int]) -> tuple[tuple[int, int] | None, list[dict]]:
+        return getattr(batch, "lengths", None), self.ds.__getitems__(list(batch))
 
 
 class ResumableLoader(DataLoader):
@@ -218,7 +323,7 @@ def make_loader(
     RNG, that draw happens when iteration starts (lazily, at the first batch), which on
     resume is after the RNG was restored, and would shift every later dropout mask."""
     return ResumableLoader(
-        ds.select_columns(["src_ids", "tgt_ids"]),
+        _Pairs(ds.select_columns(["src_ids", "tgt_ids"])),
         batch_sampler=sampler,
         collate_fn=_Collate(pad_id),
         num_workers=num_workers,

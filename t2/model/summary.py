@@ -44,11 +44,14 @@ class MemoryEstimate:
         return self.weights + self.gradients + self.optimizer + self.activations
 
 
-def _attention_elems(cfg: ModelConfig, s_q: int, s_k: int, b: int) -> float:
+def _attention_elems(cfg: ModelConfig, s_q: int, s_k: int, b: int, fused: bool) -> float:
     h, a = cfg.d_model, cfg.n_heads
     # inputs of q/k/v and output projections, q k^T operands, softmax output and its
-    # dropout mask, attention-weighted values: 5.5 sbh + 2.5 a s_q s_k b in 16-bit units
-    return 5.5 * s_q * b * h + 2.5 * a * s_q * s_k * b
+    # dropout mask, attention-weighted values: 5.5 sbh + 2.5 a s_q s_k b in 16-bit units;
+    # a fused kernel (CUDA's SDPA backends) keeps one log-sum-exp per query instead of the
+    # (s_q x s_k) weights
+    weights = 2 * a * s_q * b if fused else 2.5 * a * s_q * s_k * b
+    return 5.5 * s_q * b * h + weights
 
 
 def _ffn_elems(cfg: ModelConfig, s: int, b: int) -> float:
@@ -58,19 +61,31 @@ def _ffn_elems(cfg: ModelConfig, s: int, b: int) -> float:
 
 
 def estimate_memory(
-    cfg: ModelConfig, n_params: int, tokens_per_batch: int, seq_len: int, mixed: bool
+    cfg: ModelConfig,
+    n_params: int,
+    tokens_per_batch: int,
+    seq_len: int,
+    mixed: bool,
+    device: str = "cpu",
 ) -> MemoryEstimate:
-    """Bytes for fp32 weights, gradients, Adam's two moments and one batch's activations."""
+    """Bytes for fp32 weights, gradients, Adam's two moments and one batch's activations,
+    on `device`'s code path ("cpu" or "cuda"): checked against measured peaks by
+    benchmarks/bench_memory.py (docs/performance.md)."""
     b = max(1, tokens_per_batch // seq_len)
     s = seq_len
+    fused = device == "cuda" and cfg.attention != "math"
     norm_elems = s * b * cfg.d_model  # input of each norm (2 bytes in 16-bit)
-    enc = _attention_elems(cfg, s, s, b) + _ffn_elems(cfg, s, b) + 2 * norm_elems
+    enc = _attention_elems(cfg, s, s, b, fused) + _ffn_elems(cfg, s, b) + 2 * norm_elems
     dec = (
-        _attention_elems(cfg, s, s, b) + _attention_elems(cfg, s, s, b)
+        _attention_elems(cfg, s, s, b, fused) + _attention_elems(cfg, s, s, b, fused)
         + _ffn_elems(cfg, s, b) + 3 * norm_elems
     )  # fmt: skip
-    # embeddings and the float32 logits with their gradient (large with a 37k vocabulary)
-    logits = 2 * s * b * cfg.vocab_size * 4
+    # the logits: on CUDA the plain loss keeps the float32 log-softmax, and its backward
+    # adds the float32 gradient and the copy it is cast from: three float32 (tokens x
+    # vocabulary) tensors. A CPU's blockwise loss holds none whole; its term stays at two,
+    # which over-counts there and makes up for layer terms that under-count (measured on a
+    # CPU: base at an 8k vocabulary 0.85-0.92x the peak, at 32k 1.10x; docs/performance.md)
+    logits = (3 if device == "cuda" else 2) * s * b * cfg.vocab_size * 4
     act_bytes = 2 if mixed else 4
     activations = int(
         act_bytes * (cfg.n_encoder_layers * enc + cfg.n_decoder_layers * dec) + logits

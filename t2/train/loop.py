@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +77,9 @@ def train(
     stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
     while stopped_by is None:
         micro = [next(batches) for _ in range(cfg.train.accumulate)]
-        train_step(acc, model, run.optimizer, micro, pad, cfg.train.label_smoothing,
-                   cfg.train.clip_norm, stats)  # fmt: skip
+        with out_of_memory(cfg, step):
+            train_step(acc, model, run.optimizer, micro, pad, cfg.train.label_smoothing,
+                       cfg.train.clip_norm, stats)  # fmt: skip
         run.scheduler.step()
         step += 1
         bar.update(1)
@@ -103,6 +106,21 @@ def train(
             )
     bar.close()
     return run, budget.outcome(stopped_by, step)
+
+
+@contextlib.contextmanager
+def out_of_memory(cfg: Config, step: int) -> Iterator[None]:
+    """The device's out-of-memory error as one line naming the micro-batch and the fix; the
+    sampler runs an epoch's largest batch first, so a plan that does not fit fails at once."""
+    try:
+        yield
+    except torch.OutOfMemoryError:
+        tokens, acc = cfg.data.max_tokens, cfg.train.accumulate
+        raise T2Error(
+            f"out of memory at step {step + 1} with micro-batches of data.max_tokens={tokens}; "
+            f"lower it (e.g. --set data.max_tokens={max(tokens // 2, 1)} "
+            f"--set train.accumulate={2 * acc}) or data.max_tokens_per_sentence"
+        ) from None
 
 
 def log_step(

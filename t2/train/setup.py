@@ -21,22 +21,27 @@ from t2.data import (
     prepare_tokenizer,
 )
 from t2.errors import ConfigError
+from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
 from t2.train.optim import build_optimizer, build_scheduler
+from t2.train.plan import keep_saved, planned
 
 
-def mixed_precision(choice: str, cuda: bool | None = None) -> str:
+def mixed_precision(choice: str, cuda: bool | None = None, quiet: bool = False) -> str:
     """`auto` is bf16 on a GPU that supports it and fp32 on the CPU: bf16's speed there
     depends on the CPU (1.8x fp32 at base size on an AVX-512-bf16 EPYC with torch 2.13,
     docs/performance.md; slower where bf16 is emulated), and a default whose numerics
     change from machine to machine would make one recipe's runs differ. fp16
     needs a loss scaler, which exists on CUDA only: elsewhere it falls back to bf16, said
     once, instead of running unscaled (Accelerate would accept it and skip nothing)."""
-    cuda = torch.cuda.is_available() if cuda is None else cuda
-    if choice == "auto":
-        return "bf16" if cuda and torch.cuda.is_bf16_supported() else "no"
+    present = torch.cuda.is_available()
+    cuda = present if cuda is None else cuda
+    if choice == "auto":  # a GPU planned for but absent (--device-memory): a current one
+        return "bf16" if cuda and (not present or torch.cuda.is_bf16_supported()) else "no"
     if choice == "fp16" and not cuda:
+        if quiet:
+            return "bf16"
         print("train.mixed_precision=fp16 needs CUDA's loss scaler; using bf16 on this CPU "
               "(set train.mixed_precision=bf16 or no to silence this)", flush=True)  # fmt: skip
         return "bf16"
@@ -64,7 +69,7 @@ class Run:
 RESUMABLE = ("max_steps", "log_every", "eval_every", "save_every", "keep_last",
              "valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes",
              "max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type",
-             "wandb_name")  # fmt: skip
+             "wandb_name", "global_batch")  # fmt: skip
 
 
 def _differences(old: Config, new: Config) -> list[str]:
@@ -81,9 +86,8 @@ def check_run_dir(run: RunDir, cfg: Config, resume: bool) -> None:
         raise ConfigError(
             f"{run.path} already holds a run; pass --resume to continue it or another --out"
         )
-    if resume and run.config.is_file():
-        read_meta(run.path)  # a run of a format this t2 cannot read fails here, in one line
-        old = Config.from_yaml(run.config.read_text(encoding="utf-8"), str(run.config))
+    old = saved_config(run) if resume else None
+    if old is not None:
         changed = _differences(old, cfg)
         if changed:
             shown = ", ".join(f"{k}={_get(old, k)!r} (now {_get(cfg, k)!r})" for k in changed)
@@ -107,11 +111,25 @@ def lengths(ds: Any, side: str) -> Any:
 def _loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, world: int):
     """Training (shuffle) batches are cut to whole optimizer steps of world x accumulate."""
     step_batches = world * cfg.train.accumulate if shuffle else world
+    d = cfg.data
     sampler = BatchSampler(
-        lengths(ds, "src"), lengths(ds, "tgt"), cfg.data.max_tokens, cfg.data.batch_size,
-        cfg.train.seed, shuffle, rank, world, step_batches,
+        lengths(ds, "src"), lengths(ds, "tgt"), d.max_tokens, d.batch_size, cfg.train.seed,
+        shuffle, rank, world, step_batches, max_shapes=d.max_shapes,
+        rows_multiple=d.pad_multiple, length_multiple=d.length_multiple, cost=batch_cost(cfg),
     )  # fmt: skip
     return sampler, make_loader(ds, sampler, pad_id, cfg.train.loader_workers if shuffle else 0)
+
+
+def batch_cost(cfg: Config) -> Any:
+    """A batch's activation memory by the memory model: the sampler runs the largest first."""
+    mixed = mixed_precision(cfg.train.mixed_precision, quiet=True) != "no"
+    kind = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def cost(rows: int, src_len: int, tgt_len: int) -> float:
+        longest = max(src_len, tgt_len)
+        return estimate_memory(cfg.model, 0, rows * longest, longest, mixed, kind).activations
+
+    return cost
 
 
 def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
@@ -160,10 +178,27 @@ def shared_tokenizer(cfg: Config, run: RunDir, accelerator: Accelerator, resume:
     return tokenizer
 
 
+def saved_config(run: RunDir) -> Config | None:
+    """The config a run directory was trained with, if it holds one."""
+    if not run.config.is_file():
+        return None
+    read_meta(run.path)  # a run of a format this t2 cannot read fails here, in one line
+    return Config.from_yaml(run.config.read_text(encoding="utf-8"), str(run.config))
+
+
+def plan_run(cfg: Config, run: RunDir, resume: bool, processes: int) -> tuple[Config, Any]:
+    """`cfg` with its batches planned (t2.train.plan); a resumed run keeps its micro-batch."""
+    saved = saved_config(run) if resume else None
+    return planned(keep_saved(cfg, saved) if saved else cfg, processes)
+
+
 def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Run:
     accelerator = make_accelerator(cfg, wandb)
     run = RunDir(run_dir)
+    cfg, plan = plan_run(cfg, run, resume, accelerator.num_processes)
     check_run_dir(run, cfg, resume)
+    if accelerator.is_main_process:
+        print(plan.line(), flush=True)
     set_seed(cfg.train.seed)
     with accelerator.main_process_first():  # the main process cleans and caches, others reuse
         # every split is read (and cached) before any work: a bad test source fails now,

@@ -1,0 +1,114 @@
+"""Length buckets with few distinct batch shapes (Sockeye's buckets, Marian's and fairseq's
+multiples of 8), their boundaries chosen from the data to pad as little as possible.
+
+A pair falls in the cell (S, T) of the smallest source and target boundaries at or above
+its lengths, and is padded to them; a cell is cut into batches of `rows` pairs, the most
+that fit the token budget at its longer side, rounded down to `rows_multiple` (so every
+matrix product's token dimension, rows x length, is a multiple of it). A cell's last pairs
+that do not fill a batch move on to the next larger cell that covers them, so that each
+cell yields one shape; only the pairs left over at the end form a batch of their own.
+
+Every GPU-side cost that is paid once per shape (cuDNN's attention plans, torch.compile,
+CUDA graphs) is then paid a bounded number of times. Boundaries are the optimal 1-D
+quantisation of each side's lengths (dynamic programming over the length histogram), with
+as many boundaries as keep the epoch's shapes within `max_shapes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Cell:
+    src_len: int
+    tgt_len: int
+    rows: int
+    members: np.ndarray  # pair indices, in the order they are cut into batches
+
+
+def padding_optimal_cuts(lengths: np.ndarray, most: int, multiple: int = 1) -> list[np.ndarray]:
+    """For k = 1..most, the k boundaries (ascending, the last the longest length) that
+    minimise the total padding of `lengths` padded up to the next boundary; boundaries are
+    multiples of `multiple` (but the last, which may be rounded up to one)."""
+    top = int(lengths.max())
+    last = -(-top // multiple) * multiple
+    counts = np.bincount(lengths, minlength=last + 1).astype(np.float64)
+    n, total = np.cumsum(counts), np.cumsum(counts * np.arange(last + 1))
+    ends = [b for b in range(1, last + 1) if b % multiple == 0 or b == last]
+    ends = [b for b in ends if counts[: b + 1].sum() > 0] or [last]
+    starts = np.array([0, *ends[:-1]])  # a bucket (a, b] after boundary a (0: none)
+    most = max(1, min(most, len(ends)))
+    best = np.full((most + 1, len(ends) + 1), np.inf)
+    back = np.zeros((most + 1, len(ends) + 1), dtype=np.int64)
+    best[0, 0] = 0.0  # column j + 1: the first j + 1 candidate ends covered
+    for k in range(1, most + 1):
+        for j, b in enumerate(ends):
+            prev = np.arange(j + 1)  # the bucket starts after candidate prev - 1 (0: start)
+            a = starts[prev]
+            cost = (n[b] - n[a]) * b - (total[b] - total[a])
+            value = best[k - 1, prev] + cost
+            i = int(np.argmin(value))
+            best[k, j + 1], back[k, j + 1] = value[i], i
+    cuts = []
+    for k in range(1, most + 1):
+        picked, j = [], len(ends)
+        for level in range(k, 0, -1):
+            if not np.isfinite(best[level, j]):
+                break
+            picked.append(ends[j - 1])
+            j = int(back[level, j])
+            if j == 0:
+                break
+        cuts.append(np.array(sorted(set(picked)), dtype=np.int64))
+    return cuts
+
+
+def cells(
+    src: np.ndarray,
+    tgt: np.ndarray,
+    src_cuts: np.ndarray,
+    tgt_cuts: np.ndarray,
+    max_tokens: int,
+    rows_multiple: int,
+    rng: np.random.Generator | None,
+) -> list[Cell]:
+    """The batches' cells, smallest first; each member list shuffled by `rng` (None: in
+    index order) before the cell's leftover pairs move on."""
+    si, ti = np.searchsorted(src_cuts, src), np.searchsorted(tgt_cuts, tgt)
+    key = si * len(tgt_cuts) + ti
+    order = np.argsort(key, kind="stable")
+    found, starts = np.unique(key[order], return_index=True)
+    groups = np.split(order, starts[1:])
+    members = {(int(k) // len(tgt_cuts), int(k) % len(tgt_cuts)): g for k, g in
+               zip(found, groups, strict=True)}  # fmt: skip
+    keys = sorted(members, key=lambda c: (max(src_cuts[c[0]], tgt_cuts[c[1]]), c))
+    out = []
+    for n, (i, j) in enumerate(keys):
+        s, t = int(src_cuts[i]), int(tgt_cuts[j])
+        pool = members[(i, j)]
+        if rng is not None:
+            pool = pool[rng.permutation(len(pool))]
+        fit = max(1, max_tokens // max(s, t))
+        rows = fit // rows_multiple * rows_multiple or fit
+        covering = [c for c in keys[n + 1 :] if c[0] >= i and c[1] >= j]
+        whole = len(pool) // rows * rows if covering else len(pool)
+        out.append(Cell(s, t, rows, pool[:whole]))
+        if covering:  # the leftover pairs are padded to the next cell that covers them
+            nxt = covering[0]
+            members[nxt] = np.concatenate([pool[whole:], members[nxt]])
+    return [c for c in out if len(c.members)]
+
+
+def shapes(cell_list: list[Cell]) -> set[tuple[int, int, int]]:
+    """The distinct (rows, source length, target length) of the batches the cells make."""
+    out = set()
+    for c in cell_list:
+        whole = len(c.members) // c.rows
+        if whole:
+            out.add((c.rows, c.src_len, c.tgt_len))
+        if len(c.members) % c.rows:
+            out.add((len(c.members) % c.rows, c.src_len, c.tgt_len))
+    return out
