@@ -1,13 +1,19 @@
-"""Data pipeline figures on ../shared/data/mixed/train.* (237k de-en pairs); prints figures only.
+"""Data pipeline figures on ../shared/data/mixed/train.* (237k de-en pairs).
 
-python benchmarks/bench_data.py [--vocab-size 16000] [--max-tokens 4096] [--batch-size 64]
-Measures tokenizer training, encoding against the tokenizer's own encode_batch, batching
-and padding waste of token-budget buckets against fixed-size batches of random pairs.
+python benchmarks/bench_data.py [--vocab-size 16000] [--max-tokens 4096,25000]
+    [--max-tokens-per-sentence 64] [--json FILE]
+Measures tokenizer training, encoding against the tokenizer's own encode_batch, and for
+each token budget one epoch's batches: distinct (rows, source length, target length)
+shapes and padding of t2's bucketed batches (data.max_shapes 64, rows a multiple of 8, as
+training runs them), of t2's earlier greedy batches (data.max_shapes 0, each padded to its
+longest), and of a plain DataLoader over shuffled pairs with per-batch dynamic padding
+(the usual loop), at the same mean sentences per batch. --json writes these rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -40,22 +46,28 @@ def timed(label: str, fn, count: int | None = None, unit: str = "pairs"):  # noq
     return result
 
 
-def padding_waste(sampler: BatchSampler, src: np.ndarray, tgt: np.ndarray) -> tuple[float, float]:
-    """Share of pad tokens in the padded src and tgt tensors of one epoch; mean sentences/batch."""
+def epoch_figures(batches: list, src: np.ndarray, tgt: np.ndarray) -> dict:
+    """Distinct shapes and the share of pad tokens in one epoch's padded src and tgt
+    tensors; a batch is padded to its `lengths` if it has them, else to its longest."""
     padded = real = 0
-    batches = list(sampler)
+    shapes = set()
     for batch in batches:
         s, t = src[batch], tgt[batch]
-        padded += len(batch) * (s.max() + t.max())
+        lengths = getattr(batch, "lengths", None) or (int(s.max()), int(t.max()))
+        shapes.add((len(batch), *lengths))
+        padded += len(batch) * sum(lengths)
         real += s.sum() + t.sum()
-    return 1 - real / padded, len(src) / len(batches)
+    return {"distinct_shapes": len(shapes), "padding": float(1 - real / padded),
+            "batches": len(batches), "sentences_per_batch": len(src) / len(batches)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--vocab-size", type=int, default=16000)
-    parser.add_argument("--max-tokens", type=int, default=4096)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-tokens", default="4096,25000", help="token budgets, commas")
+    parser.add_argument("--max-tokens-per-sentence", type=int,
+                        default=DataConfig.max_tokens_per_sentence)  # fmt: skip
+    parser.add_argument("--json", type=Path, help="write the batching rows to this file")
     parser.add_argument("--repeats", type=int, default=2, help="encoding runs; the best counts")
     args = parser.parse_args()
     datasets.disable_progress_bars()
@@ -63,7 +75,8 @@ def main() -> None:
     if not Path(f"{prefix}.de").is_file():
         raise DataError(f"{prefix}.de not found; set T2_SHARED_DATA to the shared data folder")
     with tempfile.TemporaryDirectory() as cache:
-        cfg = DataConfig(train=f"files:{prefix}", vocab_size=args.vocab_size, cache_dir=cache)
+        cfg = DataConfig(train=f"files:{prefix}", vocab_size=args.vocab_size, cache_dir=cache,
+                         max_tokens_per_sentence=args.max_tokens_per_sentence)  # fmt: skip
         pairs = timed("read + clean + save (cold)", lambda: load_pairs(cfg, "train", 1))
         n = len(pairs)
         timed("read cleaned pairs (cached)", lambda: load_pairs(cfg, "train", 1), n)
@@ -116,22 +129,33 @@ def _direct(encode, src: list[str], tgt: list[str]) -> int:  # noqa: ANN001
 def _batching(enc, args: argparse.Namespace) -> None:  # noqa: ANN001  (encoded pairs)
     lengths = enc.with_format("numpy", columns=["src_len", "tgt_len"])[:]
     src, tgt = lengths["src_len"], lengths["tgt_len"]
-    n = len(src)
-    buckets = timed(
-        f"BatchSampler build + epoch (max_tokens {args.max_tokens})",
-        lambda: (lambda s: (s, list(s)))(BatchSampler(src, tgt, args.max_tokens, 0, 1, True)),
-        n,
-    )[0]
-    fixed = BatchSampler(src, tgt, 0, args.batch_size, 1, True)
-    waste, per_batch = padding_waste(buckets, src, tgt)
-    print(f"padding waste, token buckets ({per_batch:.0f} sentences/batch avg): {waste:.1%}")
-    waste, _ = padding_waste(fixed, src, tgt)
-    print(f"padding waste, fixed {args.batch_size} random sentences:          {waste:.1%}")
-    same = BatchSampler(src, tgt, 0, round(per_batch), 1, True)
-    waste, _ = padding_waste(same, src, tgt)
-    print(f"padding waste, fixed {round(per_batch)} random sentences:          {waste:.1%}")
-    loader = make_loader(enc, BatchSampler(src, tgt, args.max_tokens, 0, 1, True), 0)
+    n, rows = len(src), []
+    bucketed = DataConfig()  # the defaults training runs with
+    for budget in (int(b) for b in args.max_tokens.split(",")):
+        t2 = timed(
+            f"BatchSampler build + epoch (max_tokens {budget})",
+            lambda b=budget: list(BatchSampler(
+                src, tgt, b, 0, 1, True, max_shapes=bucketed.max_shapes,
+                rows_multiple=bucketed.pad_multiple, length_multiple=bucketed.length_multiple,
+            )),
+            n,
+        )  # fmt: skip
+        figures = {"t2 buckets": epoch_figures(t2, src, tgt)}
+        greedy = list(BatchSampler(src, tgt, budget, 0, 1, True))
+        figures["t2 greedy (max_shapes 0)"] = epoch_figures(greedy, src, tgt)
+        per_batch = round(figures["t2 buckets"]["sentences_per_batch"])
+        plain = list(BatchSampler(src, tgt, 0, per_batch, 1, True))  # shuffled, fixed size
+        figures[f"DataLoader, {per_batch} shuffled pairs"] = epoch_figures(plain, src, tgt)
+        for name, f in figures.items():
+            print(f"  {budget:>6} tokens  {name:<28} {f['distinct_shapes']:6} shapes  "
+                  f"padding {f['padding']:6.1%}  {f['sentences_per_batch']:6.0f} pairs/batch")
+            rows.append({"max_tokens": budget, "batching": name,
+                         "max_tokens_per_sentence": args.max_tokens_per_sentence, **f})
+    loader = make_loader(enc, BatchSampler(src, tgt, 4096, 0, 1, True, max_shapes=64,
+                                           rows_multiple=8), 0)  # fmt: skip
     timed("DataLoader epoch (collate, 0 workers)", lambda: sum(1 for _ in loader), n)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,11 @@ CASES = (
     ("v2_rope_rmsnorm", 8000, 8192, 32, "bf16"),
 )
 QUICK = (("multi30k", 8000, 2048, 32, "fp32"), ("base", 8000, 4096, 64, "bf16"))
+GPU_CASES = (  # the planner's own cases: 37k vocabulary, 25k tokens, the longest pairs
+    *(("base", 37000, 25000, n, "bf16") for n in (64, 256)),
+    ("v2_rope_rmsnorm", 37000, 25000, 256, "bf16"),
+    ("big", 37000, 12500, 256, "bf16"),
+)
 
 
 def resident() -> int:
@@ -95,7 +100,8 @@ def run(argv: list[str] | None = None) -> list[dict]:
     rows = []
     print(f"{'recipe':16} {'vocab':>6} {'tokens':>6} {'length':>6} {'prec':5} "
           f"{'measured MiB':>12} {'model MiB':>10} {'model/measured':>14}")  # fmt: skip
-    for case in QUICK if args.quick else CASES:
+    cases = QUICK if args.quick else CASES + (GPU_CASES if torch.cuda.is_available() else ())
+    for case in cases:
         spec = ",".join(map(str, case))
         out = subprocess.run([sys.executable, __file__, "--case", spec], capture_output=True,
                              text=True, check=False)  # fmt: skip

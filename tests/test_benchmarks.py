@@ -213,3 +213,32 @@ def test_bench_serve_pool_stops_in_one_line_when_a_worker_dies():
         "error: worker 0 of a pool stopped (exit code 1); its error is printed above"
     )
     assert not multiprocessing.active_children()
+
+
+def test_bench_data_reports_shapes_and_padding_of_each_batching(tmp_path, capsys):
+    """One epoch per budget: t2's buckets (at most 64 shapes), its greedy batches and a
+    plain DataLoader at the same pairs per batch, side by side in the JSON rows."""
+    import argparse
+
+    import datasets
+    import numpy as np
+
+    bench = load("bench_data")
+    rng = np.random.default_rng(0)
+    src = np.clip(rng.lognormal(2.6, 0.5, 3000).astype(int), 2, 66)
+    tgt = np.clip(src + rng.integers(-3, 4, 3000), 3, 66)
+    enc = datasets.Dataset.from_dict({
+        "src_ids": [[5] * n for n in src], "tgt_ids": [[5] * n for n in tgt],
+        "src_len": src, "tgt_len": tgt,
+    })  # fmt: skip
+    args = argparse.Namespace(max_tokens="1024,4096", max_tokens_per_sentence=64,
+                              json=tmp_path / "data.json")  # fmt: skip
+    bench._batching(enc, args)
+    rows = json.loads((tmp_path / "data.json").read_text())
+    assert [r["max_tokens"] for r in rows] == [1024] * 3 + [4096] * 3
+    by = {(r["max_tokens"], r["batching"].split(",")[0]): r for r in rows}
+    for budget in (1024, 4096):
+        ours, plain = by[(budget, "t2 buckets")], by[(budget, "DataLoader")]
+        assert ours["distinct_shapes"] <= 64 and ours["padding"] < 0.15
+        assert plain["padding"] > ours["padding"] and plain["distinct_shapes"] > 10
+        assert abs(plain["sentences_per_batch"] - ours["sentences_per_batch"]) < 2
