@@ -39,6 +39,7 @@ from t2.model.loss import smoothed_cross_entropy  # noqa: E402
 from t2.progress import Progress, track  # noqa: E402
 from t2.recipes import load_config  # noqa: E402
 from t2.train.optim import build_optimizer, build_scheduler  # noqa: E402
+from t2.train.plan import planned  # noqa: E402
 from t2.train.setup import _loader  # noqa: E402
 
 
@@ -77,6 +78,7 @@ class Peer(torch.nn.Module):
 
 
 def train(args: argparse.Namespace, cfg, tokenizer, out: Path) -> tuple[Peer, float]:
+    cfg = planned(cfg, 1)[0]  # the batch plan t2 makes on this machine for one process
     pairs = load_pairs(cfg.data, "train", cfg.train.seed)
     train_ds = encode_pairs(pairs, tokenizer, cfg.data, "train")
     torch.manual_seed(cfg.train.seed)
