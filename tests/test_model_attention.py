@@ -229,3 +229,52 @@ def test_kv_cache_returns_a_zeroed_tail_when_rounding_up():
     k, v = cache.append(torch.ones(2, 1, 1, 4), torch.ones(2, 1, 1, 4), multiple=8)
     assert k.shape[-2] == 8 and k[..., 4:, :].abs().sum() == 0 and v[..., 4:, :].abs().sum() == 0
     assert torch.isfinite(k).all() and torch.isfinite(v).all()
+
+
+def _enabled_backends() -> set[str]:
+    cuda = torch.backends.cuda
+    flags = {"flash": cuda.flash_sdp_enabled(), "efficient": cuda.mem_efficient_sdp_enabled(),
+             "cudnn": cuda.cudnn_sdp_enabled(), "math": cuda.math_sdp_enabled()}  # fmt: skip
+    return {name for name, on in flags.items() if on}
+
+
+def _cuda_kernel(masked: bool, enabled: set[str]) -> str:
+    """The kernel PyTorch's CUDA dispatch takes among the enabled ones, in t2's priority
+    (cuDNN first when enabled): flash takes no mask, so a padding mask goes past it."""
+    for name in ("cudnn", "flash", "efficient", "math"):
+        if name in enabled and not (name == "flash" and masked):
+            return name
+    raise AssertionError(f"no kernel enabled: {enabled}")
+
+
+@pytest.mark.parametrize(("kernel", "expected"), [
+    ("sdpa", {"encoder self": "efficient", "decoder self": "flash", "cross": "efficient"}),
+    ("sdpa_cudnn", {"encoder self": "cudnn", "decoder self": "cudnn", "cross": "cudnn"}),
+])  # fmt: skip
+def test_on_cuda_each_attention_takes_a_kernel_without_per_shape_plans(
+    monkeypatch, tiny_model_config, kernel, expected
+):
+    """The training forward pass on CUDA's code path (observed on a CPU: the device check
+    and SDPA replaced by a spy that records the backends enabled at each call)."""
+    from t2.model.transformer import Transformer
+
+    calls, real = [], torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
+        calls.append((attn_mask is not None, is_causal, _enabled_backends()))
+        return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+
+    monkeypatch.setattr(attention, "device_kind", lambda t: "cuda")
+    monkeypatch.setattr(attention, "_formula_is_faster", lambda q, k: False)  # CUDA's rule
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
+    monkeypatch.setattr(Transformer, "packs", staticmethod(lambda src: False))  # CUDA's rule
+    model = Transformer(tiny_model_config(attention=kernel), pad_id=0).train()
+    src = torch.tensor([[5, 6, 7, 8], [5, 6, 0, 0]])  # padded sources
+    tgt_in = torch.tensor([[1, 9, 10], [1, 9, 0]])
+    model(src, tgt_in, torch.tensor([[9, 10, 2], [9, 2, 0]]), 0.1)
+    assert _enabled_backends() == {"flash", "efficient", "cudnn", "math"}  # restored after
+    named = dict(zip(("encoder self", "decoder self", "cross"), calls, strict=True))
+    assert named["decoder self"][1] and not named["decoder self"][0]  # causal, no mask
+    for name, (masked, _, enabled) in named.items():
+        assert ("cudnn" in enabled) == (kernel == "sdpa_cudnn"), name
+        assert _cuda_kernel(masked, enabled) == expected[name], name

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from t2.model.packing import Packing
 from t2.model.positional import Positional
@@ -60,18 +61,56 @@ def _formula_is_faster(q: Tensor, k: Tensor) -> bool:
     return q.shape[-2] > 1 or not few_keys
 
 
+# On CUDA, PyTorch (>= 2.11) runs a masked SDPA call on cuDNN's kernel first, which builds a
+# plan for every new (rows, query length, key length): ~11 ms of host time at the first
+# sight of each shape, measured on an H100 (torch.compile and CUDA graphs pay per shape as
+# well). t2 names the backends instead: flash (no mask: unpadded causal or full attention)
+# and memory-efficient (a padding mask), in that order, the math backend only where
+# neither applies; cuDNN only when asked for (`model.attention: sdpa_cudnn`).
+CUDA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+CUDNN_FIRST = (SDPBackend.CUDNN_ATTENTION, *CUDA_BACKENDS)
+
+
+def device_kind(t: Tensor) -> str:
+    """The device type whose kernels a tensor's attention takes (a seam for tests)."""
+    return t.device.type
+
+
+def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool,
+          dropout_p: float, backends: tuple[SDPBackend, ...]) -> Tensor:  # fmt: skip
+    """F.scaled_dot_product_attention, on `backends` (in that order) on CUDA."""
+    if key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
+        mask, is_causal = None, causal
+    else:
+        mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
+        is_causal = False
+    chosen = sdpa_kernel(list(backends), set_priority=True)
+    with chosen if device_kind(q) == "cuda" else contextlib.nullcontext():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                              is_causal=is_causal)  # fmt: skip
+
+
 @ATTENTION.register("sdpa")
 def sdpa_attention(
     q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
 ) -> Tensor:
-    """PyTorch's fused scaled_dot_product_attention (flash / memory-efficient / math); on a
-    CPU the explicit formula where that is faster (at most 128 keys)."""
+    """PyTorch's fused scaled_dot_product_attention: on CUDA its flash and memory-efficient
+    kernels (CUDA_BACKENDS), on a CPU the explicit formula where that is faster (at most
+    128 keys)."""
     if _formula_is_faster(q, k):
         return math_attention(q, k, v, key_padding, causal, dropout_p)
-    if key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
-    mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return _sdpa(q, k, v, key_padding, causal, dropout_p, CUDA_BACKENDS)
+
+
+@ATTENTION.register("sdpa_cudnn")
+def sdpa_cudnn_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float
+) -> Tensor:
+    """`sdpa` with cuDNN's kernel first on CUDA (it builds a plan per shape; with few
+    shapes, data.max_shapes, that cost is paid a bounded number of times)."""
+    if _formula_is_faster(q, k):
+        return math_attention(q, k, v, key_padding, causal, dropout_p)
+    return _sdpa(q, k, v, key_padding, causal, dropout_p, CUDNN_FIRST)
 
 
 def attention_weights(q: Tensor, k: Tensor, key_padding: Tensor | None, causal: bool) -> Tensor:
