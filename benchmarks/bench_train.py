@@ -85,6 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="instead: t2's tokens/s, memory as batch, length, model grow")  # fmt: skip
     p.add_argument("--profile", type=int, default=0, metavar="STEPS",
                    help="print torch.profiler's top operators over STEPS steps")  # fmt: skip
+    p.add_argument("--count-ops", action="store_true",
+                   help="operators per step on CUDA's code path, t2 and the peer (op_count.py)")
     p.add_argument("--json", help="write every figure to this file")
     args = p.parse_args(argv)
     bad = set(args.precisions.split(",")) - {"fp32", "bf16"}
@@ -173,6 +175,30 @@ def scaling(args: argparse.Namespace, vocab: int, precision: str) -> list[dict]:
                      "peak_mib": r.peak_mib})  # fmt: skip
         del engine
     return rows
+
+
+def count_all(args: argparse.Namespace, ds, vocab: int, records: list[dict]) -> list[dict]:
+    """--count-ops: each architecture's record (the timed one, if any) gains the counts."""
+    from op_count import count_ops
+
+    print(f"\n{'recipe':16} {'prec':5} {'t2 ops/step':>12} {'peer ops/step':>14} {'ratio':>6}   "
+          f"code path")  # fmt: skip
+    for recipe in args.recipes.split(","):
+        cfg = load_config(recipe, args.set)
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=vocab))
+        for precision in args.precisions.split(","):
+            counts = count_ops(cfg, ds, args, precision)
+            found = [r for r in records if (r["recipe"], r.get("precision")) == (recipe, precision)
+                     and "ratio" in r]  # fmt: skip
+            if found:
+                found[0].update(counts)
+            else:
+                records.append({"recipe": recipe, "precision": precision, **counts})
+            print(f"{recipe:16} {precision:5} {counts['ops_per_step']:12} "
+                  f"{counts['peer_ops_per_step']:14} "
+                  f"{counts['ops_per_step'] / counts['peer_ops_per_step']:6.2f}   "
+                  f"{counts['ops_code_path']}", flush=True)  # fmt: skip
+    return records
 
 
 def matmul_peak(precision: str, n: int = 1024, repeats: int = 10) -> float:
@@ -292,6 +318,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                    for key, value in vars(r).items()},
                 "mfu": None if peak is None else statistics.median(t2.flops_per_s) / peak,
             })  # fmt: skip
+    if args.count_ops:
+        records = count_all(args, ds, len(tokenizer), records)
     if args.scaling:
         for precision in args.precisions.split(","):
             records += scaling(args, len(tokenizer), precision)

@@ -1,58 +1,73 @@
 #!/usr/bin/env bash
-# Every GPU figure of docs/performance.md in one call, on a machine with a CUDA device:
+# Every GPU figure of docs/performance.md in one call, on a machine with a CUDA GPU and a
+# Python that already has PyTorch for CUDA. It never touches the network:
 #
-#   bash benchmarks/gpu.sh [OUT_DIR]       (default runs/gpu-DATE; a summary at the end)
+#   bash benchmarks/gpu.sh [OUT_DIR] [--wheels DIR] [--data DIR]
 #
-# It installs t2 from this checkout without touching the machine's torch, and what t2 needs
-# that the machine lacks (datasets, wandb, ...) from a gpu-wheels/ folder carried along; the
-# shared data are read from gpu-data/ when ../shared/data is not there. Both folders are
-# made on a machine that reaches PyPI and has ../shared/data by
+# OUT_DIR (default runs/gpu-DATE) gets each benchmark's JSON and output. t2 runs from this
+# checkout (nothing is installed over the machine's torch); what it needs that the
+# machine lacks (datasets, dill, multiprocess, xxhash, pyarrow) is installed from --wheels
+# DIR with --no-index, and wandb, ctranslate2 and flash-attn are optional. The data are
+# ../shared/data or --data DIR (a copy of it). Make both folders where PyPI is reached:
 #
-#   bash benchmarks/gpu.sh --prepare [PYTHON_VERSION]     (the GPU machine's, e.g. 3.12)
+#   bash benchmarks/gpu.sh --prepare [PYTHON_VERSION]   (gpu-wheels/ and gpu-data/, git-ignored)
 #
-# and are ignored by git. The figures: the memory model against torch.cuda's peaks
-# (bench_memory), `base` as shipped against the recipe before the batch plan
-# (bench_recipe: 4,096-token micro-batches, accumulate 6, greedy batches, pairs <= 64
-# tokens), and t2 against the transformers peer at 25k-token batches (bench_train).
+# The figures: the memory model against torch.cuda's peaks (bench_memory.py), `base` as
+# shipped against the recipe before the batch plan (bench_recipe.py: 4,096-token
+# micro-batches, accumulate 6, greedy batches, pairs up to 64 tokens), t2 against the
+# transformers peer at 25k-token batches with operators and kernels per step
+# (bench_train.py --count-ops). Without CUDA it says so in one line and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NEEDED="datasets dill multiprocess xxhash pyarrow wandb"
+NEEDED="datasets dill multiprocess xxhash pyarrow"
 
 if [[ "${1:-}" == "--prepare" ]]; then
-  pyver=${2:-}
   extra=()
-  [[ -n "$pyver" ]] && extra=(--only-binary=:all: --python-version "$pyver"
-                              --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64)
+  if [[ -n "${2:-}" ]]; then
+    extra=(--only-binary=:all: --python-version "$2" --platform manylinux2014_x86_64
+           --platform manylinux_2_28_x86_64)
+  fi
   # shellcheck disable=SC2086
   pip download -q -d gpu-wheels "${extra[@]}" $NEEDED
   if [[ -d ../shared/data && ! -d gpu-data ]]; then cp -r ../shared/data gpu-data; fi
-  echo "gpu-wheels/ and gpu-data/ ready: carry them with the checkout"
+  echo "gpu-wheels/ and gpu-data/ are ready: carry them with the checkout"
   exit 0
 fi
 
+out="" wheels="gpu-wheels" data=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --wheels) wheels=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    -*) echo "error: unknown option $1; see the head of benchmarks/gpu.sh" >&2; exit 2 ;;
+    *) out=$1; shift ;;
+  esac
+done
+
 if ! python -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
-  echo "error: no CUDA device here: benchmarks/gpu.sh measures GPU figures; run it on a machine where torch.cuda.is_available()" >&2
-  exit 2
+  echo "no CUDA device here: benchmarks/gpu.sh measures GPU figures only, nothing to do"
+  exit 0
 fi
 missing=$(python -c "import importlib.util as u; print(' '.join(m for m in '$NEEDED'.split() if u.find_spec(m) is None))")
 if [[ -n "$missing" ]]; then
-  if [[ ! -d gpu-wheels ]]; then
-    echo "error: $missing not installed and no gpu-wheels/ folder: run 'bash benchmarks/gpu.sh --prepare PYTHON_VERSION' where PyPI is reached and carry gpu-wheels/" >&2
+  if [[ ! -d "$wheels" ]]; then
+    echo "error: $missing not installed and no wheel folder $wheels: run 'bash benchmarks/gpu.sh --prepare PYTHON_VERSION' where PyPI is reached, or pass --wheels DIR" >&2
     exit 2
   fi
   # shellcheck disable=SC2086
-  pip install -q --no-index --find-links gpu-wheels $missing
+  pip install -q --no-index --find-links "$wheels" $missing
 fi
-pip install -q --no-deps -e .
-if [[ ! -d ../shared/data && -d gpu-data ]]; then export T2_SHARED_DATA=${T2_SHARED_DATA:-$PWD/gpu-data}; fi
+if [[ -n "$data" ]]; then export T2_SHARED_DATA=$data
+elif [[ ! -d ../shared/data && -d gpu-data ]]; then export T2_SHARED_DATA=$PWD/gpu-data; fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
-out=${1:-runs/gpu-$(date +%Y%m%d-%H%M%S)}
+out=${out:-runs/gpu-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
-{ date -u; git rev-parse --short HEAD; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } > "$out/device.txt" 2>&1 || true
+{ date -u; git rev-parse --short HEAD; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } > "$out/device.txt" 2>&1 || true
 python benchmarks/bench_memory.py --json "$out/memory.json" | tee "$out/memory.txt"
 python benchmarks/bench_recipe.py --recipe base --steps 300 --rounds 2 --arm shipped= \
   --arm before=data.max_tokens=4096,train.accumulate=6,data.max_shapes=0,data.max_tokens_per_sentence=64 \
   --json "$out/recipe_base.json" | tee "$out/recipe_base.txt"
 python benchmarks/bench_train.py --recipes base,v2_rope_rmsnorm --precisions bf16 \
-  --max-tokens 25000 --json "$out/train.json" | tee "$out/train.txt"
-echo "GPU figures in $out (device: $(sed -n 3p "$out/device.txt"))"
+  --max-tokens 25000 --count-ops --json "$out/train.json" | tee "$out/train.txt"
+echo "GPU figures in $out ($(sed -n 3p "$out/device.txt"))"

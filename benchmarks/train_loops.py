@@ -109,7 +109,10 @@ class MarianEngine:
 
     name = "marian"
 
-    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str) -> None:
+    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str,
+                 batches=None, foreach: bool | None = None) -> None:  # fmt: skip
+        """foreach: Adam's multi-tensor implementation (None: PyTorch's default for the
+        device, which is foreach on CUDA and a loop over parameters on a CPU)."""
         from transformers import MarianMTModel
 
         m = cfg.model
@@ -119,13 +122,14 @@ class MarianEngine:
         self.model = MarianMTModel(marian_config(shape, m.vocab_size, m.dropout)).to(device())
         t = cfg.train
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=peak_lr(t, m.d_model),
-                                          betas=tuple(t.betas), eps=t.eps)  # fmt: skip
+                                          betas=tuple(t.betas), eps=t.eps,
+                                          foreach=foreach)  # fmt: skip
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_multiplier(t, m.d_model)
         )
         kind = device().type
         self.autocast = torch.autocast(kind, torch.bfloat16) if precision == "bf16" else None
-        self.cfg, self.batches = cfg, loader(ds, args)
+        self.cfg, self.batches = cfg, batches if batches is not None else loader(ds, args)
         self.model.train()
 
     def step(self) -> dict:

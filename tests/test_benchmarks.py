@@ -242,3 +242,35 @@ def test_bench_data_reports_shapes_and_padding_of_each_batching(tmp_path, capsys
         assert ours["distinct_shapes"] <= 64 and ours["padding"] < 0.15
         assert plain["padding"] > ours["padding"] and plain["distinct_shapes"] > 10
         assert abs(plain["sentences_per_batch"] - ours["sentences_per_batch"]) < 2
+
+
+@needs_data
+def test_bench_train_counts_operators_per_step_on_cuda_s_code_path(single_thread):
+    """Both architectures' records gain t2's and the peer's operators per step; on the
+    simulated CUDA path t2 dispatches fewer than the peer's plain loop (the target)."""
+    bench = load("bench_train")
+    argv = ["--threads", "1", "--pairs", "300", "--vocab", "300", "--rounds", "0",
+            "--precisions", "bf16", "--count-ops", *TINY]  # fmt: skip
+    rows = [r for r in bench.main(argv) if "ops_per_step" in r]
+    assert [r["recipe"] for r in rows] == ["base", "v2_rope_rmsnorm"]
+    for r in rows:
+        assert r["ops_code_path"] == "CUDA's code path, simulated on a CPU"
+        assert 0 < r["ops_per_step"] <= r["peer_ops_per_step"], r
+        assert r["ops_per_step_with_views"] > r["ops_per_step"]
+        assert r["kernels_per_step"] is None  # no GPU: no profiler count
+    assert rows[0]["counted_as_on_cuda"] == {}  # base has no RMSNorm
+    fused = rows[1]["counted_as_on_cuda"]  # v2's RMSNorms: one fused kernel each way
+    assert fused["aten._fused_rms_norm (as on CUDA)"] == 5  # 1 + 1 layers: 2 + 3 norms
+    assert fused["aten._fused_rms_norm_backward (as on CUDA)"] == 5
+
+
+def test_gpu_script_without_cuda_says_so_in_one_line_and_exits_0():
+    import subprocess
+
+    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh")], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.count("\n") == 1 and "no CUDA device" in done.stdout
+    bad = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh"), "--frobnicate"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr

@@ -9,6 +9,7 @@ import torch
 
 import t2.model.attention as attention
 from t2.model.attention import CrossAttention, KVCache, SelfAttention
+from t2.model.codepath import simulated
 from t2.model.positional import build_positional
 from t2.registry import ATTENTION
 
@@ -254,8 +255,8 @@ def _cuda_kernel(masked: bool, enabled: set[str]) -> str:
 def test_on_cuda_each_attention_takes_a_kernel_without_per_shape_plans(
     monkeypatch, tiny_model_config, kernel, expected
 ):
-    """The training forward pass on CUDA's code path (observed on a CPU: the device check
-    and SDPA replaced by a spy that records the backends enabled at each call)."""
+    """The training forward pass on CUDA's code path (observed on a CPU, SDPA replaced by a
+    spy that records the backends enabled at each call)."""
     from t2.model.transformer import Transformer
 
     calls, real = [], torch.nn.functional.scaled_dot_product_attention
@@ -264,14 +265,12 @@ def test_on_cuda_each_attention_takes_a_kernel_without_per_shape_plans(
         calls.append((attn_mask is not None, is_causal, _enabled_backends()))
         return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
 
-    monkeypatch.setattr(attention, "device_kind", lambda t: "cuda")
-    monkeypatch.setattr(attention, "_formula_is_faster", lambda q, k: False)  # CUDA's rule
     monkeypatch.setattr(attention.F, "scaled_dot_product_attention", spy)
-    monkeypatch.setattr(Transformer, "packs", staticmethod(lambda src: False))  # CUDA's rule
     model = Transformer(tiny_model_config(attention=kernel), pad_id=0).train()
     src = torch.tensor([[5, 6, 7, 8], [5, 6, 0, 0]])  # padded sources
     tgt_in = torch.tensor([[1, 9, 10], [1, 9, 0]])
-    model(src, tgt_in, torch.tensor([[9, 10, 2], [9, 2, 0]]), 0.1)
+    with simulated("cuda"):  # CUDA's code path on CPU tensors: no packing, no formula
+        model(src, tgt_in, torch.tensor([[9, 10, 2], [9, 2, 0]]), 0.1)
     assert _enabled_backends() == {"flash", "efficient", "cudnn", "math"}  # restored after
     named = dict(zip(("encoder self", "decoder self", "cross"), calls, strict=True))
     assert named["decoder self"][1] and not named["decoder self"][0]  # causal, no mask

@@ -323,3 +323,24 @@ def test_gated_projection_leaves_its_inputs_alone_whatever_the_activation():
     out = gated_projection(a1, b, linear, lambda t: t)  # an identity returns its input
     torch.testing.assert_close(a1.detach(), kept, rtol=0, atol=0)
     torch.testing.assert_close(out, linear(kept * b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_on_cuda_s_path_is_pytorch_s_fused_norm_in_float32(dtype):
+    """On CUDA rms_norm is F.rms_norm in float32 (one fused kernel each way): the same
+    values and gradients as the CPU's autograd function."""
+    from t2.model.codepath import simulated
+
+    x = torch.randn(3, 5, 16, dtype=dtype, requires_grad=True)
+    w = torch.randn(16, requires_grad=True)
+    g = torch.randn(3, 5, 16, dtype=dtype)
+    outs = []
+    for path in ("cpu", "cuda"):
+        with simulated(path):
+            y = rms_norm(x, w, 1e-5)
+            grads = torch.autograd.grad(y, (x, w), g)
+        outs.append((y, *grads))
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    for a, b in zip(*outs, strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, **tol)

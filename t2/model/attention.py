@@ -19,6 +19,7 @@ from einops import rearrange
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from t2.model.codepath import code_path
 from t2.model.packing import Packing
 from t2.model.positional import Positional
 from t2.registry import ATTENTION
@@ -55,7 +56,7 @@ CPU_FORMULA_MIN_KEYS_ONE_QUERY = 16  # float32; below 16 bits, from 1 key
 
 def _formula_is_faster(q: Tensor, k: Tensor) -> bool:
     keys = k.shape[-2]
-    if q.device.type != "cpu" or keys > CPU_FORMULA_MAX_KEYS:
+    if code_path(q) != "cpu" or keys > CPU_FORMULA_MAX_KEYS:
         return False
     few_keys = keys < CPU_FORMULA_MIN_KEYS_ONE_QUERY and q.dtype == torch.float32
     return q.shape[-2] > 1 or not few_keys
@@ -71,11 +72,6 @@ CUDA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDP
 CUDNN_FIRST = (SDPBackend.CUDNN_ATTENTION, *CUDA_BACKENDS)
 
 
-def device_kind(t: Tensor) -> str:
-    """The device type whose kernels a tensor's attention takes (a seam for tests)."""
-    return t.device.type
-
-
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool,
           dropout_p: float, backends: tuple[SDPBackend, ...]) -> Tensor:  # fmt: skip
     """F.scaled_dot_product_attention, on `backends` (in that order) on CUDA."""
@@ -85,7 +81,7 @@ def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: b
         mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
         is_causal = False
     chosen = sdpa_kernel(list(backends), set_priority=True)
-    with chosen if device_kind(q) == "cuda" else contextlib.nullcontext():
+    with chosen if code_path(q) == "cuda" else contextlib.nullcontext():
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                               is_causal=is_causal)  # fmt: skip
 

@@ -27,6 +27,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from t2.model.codepath import code_path
+
 Tensor = torch.Tensor
 
 
@@ -64,6 +66,9 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     no_grad = not torch.is_grad_enabled() or not (x.requires_grad or weight.requires_grad)
     if no_grad or torch.compiler.is_compiling():  # the compiler fuses and recomputes itself
         return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)  # PyTorch's kernel
+    if code_path(x) == "cuda":  # one fused kernel each way (PyTorch >= 2.8), in float32
+        with torch.autocast("cuda", enabled=False):
+            return F.rms_norm(x.float(), (x.shape[-1],), weight, eps).to(x.dtype)
     return _RMSNorm.apply(x, weight, eps)
 
 
@@ -201,7 +206,7 @@ class Dropout(torch.nn.Dropout):
     PyTorch's own."""
 
     def forward(self, x: Tensor) -> Tensor:
-        plain = torch.compiler.is_compiling() or x.device.type != "cpu" or self.inplace
+        plain = torch.compiler.is_compiling() or code_path(x) != "cpu" or self.inplace
         if plain or not self.training or not 0 < round(self.p * MASK_LEVELS) < MASK_LEVELS:
             return super().forward(x)
         return _Dropout.apply(x, self.p)

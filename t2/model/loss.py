@@ -22,6 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from t2.model.codepath import code_path
 from t2.model.fused import first_order_only
 
 Tensor = torch.Tensor
@@ -199,7 +200,7 @@ def projected_cross_entropy(
     """
     count = target.ne(pad_id).sum()
     grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    if hidden.device.type == "cpu" and grad and not torch.compiler.is_compiling():
+    if code_path(hidden) == "cpu" and grad and not torch.compiler.is_compiling():
         scale = _folded_scale(grad_scale)
         loss = _ProjectedCrossEntropy.apply(hidden, weight, target, pad_id, smoothing, scale)
         return loss, count
@@ -222,7 +223,7 @@ def smoothed_cross_entropy(
     factor still gets the right gradient, with that pass.
     """
     count = target.ne(pad_id).sum()
-    fused = logits.device.type == "cpu" and logits.requires_grad and torch.is_grad_enabled()
+    fused = code_path(logits) == "cpu" and logits.requires_grad and torch.is_grad_enabled()
     if fused and not torch.compiler.is_compiling():
         scale = _folded_scale(grad_scale)
         return _SmoothedCrossEntropy.apply(logits, target, pad_id, smoothing, scale), count

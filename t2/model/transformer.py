@@ -12,6 +12,7 @@ from torch import nn
 
 from t2.config import ModelConfig
 from t2.model.attention import KVCache
+from t2.model.codepath import code_path
 from t2.model.fused import Dropout
 from t2.model.init import initialise
 from t2.model.layers import DecoderLayer, EncoderLayer
@@ -180,7 +181,7 @@ class Transformer(nn.Module):
     def packs(src: Tensor) -> bool:
         """Whether teacher forcing runs on packed states: on a CPU (measured there,
         docs/performance.md), not under torch.compile (data-dependent shapes)."""
-        return src.device.type == "cpu" and not torch.compiler.is_compiling()
+        return code_path(src) == "cpu" and not torch.compiler.is_compiling()
 
     def new_state(self, capacity: int = 16) -> DecoderState:
         """An empty decoding state; `capacity`: the longest prefix expected (BOS included)."""
