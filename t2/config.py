@@ -354,15 +354,25 @@ class Config:
         return cls(**sections)
 
     @classmethod
-    def from_yaml(cls, text: str, source: str = "config") -> Config:
-        """A config from YAML text; `source` names the file in a one-line error."""
+    def from_yaml(cls, text: str, source: str = "config", saved: bool = False) -> Config:
+        """A config from YAML text; `source` names the file in a one-line error. `saved`:
+        a run's config.yaml, whose missing keys take SAVED_BEFORE's values, not defaults."""
         try:
             raw = load_yaml(text) or {}
         except yaml.YAMLError as err:
             reason = str(err).strip().splitlines()[0]
             raise ConfigError(f"{source} is not valid YAML ({reason}); fix or replace it") from None
+        if saved and isinstance(raw, dict):
+            for key, value in SAVED_BEFORE.items():
+                section, name = key.split(".")
+                if isinstance(raw.get(section), dict):
+                    raw[section].setdefault(name, value)
         return cls.from_dict(raw)
 
+
+# what a run's config.yaml written before a key existed ran with, where the key's default
+# now means something else: runs saved before length buckets batched greedily
+SAVED_BEFORE = {"data.max_shapes": 0, "data.pad_multiple": 1, "data.length_multiple": 1}
 
 SECTIONS: dict[str, type] = {
     "model": ModelConfig,

@@ -358,3 +358,32 @@ def test_a_zero_grad_scale_is_refused_and_padding_is_masked_by_itself(projected)
     torch.testing.assert_close(loss_of(grad_scale=1e-30), expected)
     with pytest.raises(ValueError, match="grad_scale=0"):
         loss_of(grad_scale=0.0)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+@pytest.mark.parametrize("pad_id", [PAD, -100])
+def test_projected_loss_on_cuda_s_path_gives_the_reference_in_chunks(autocast, pad_id, monkeypatch):
+    """CUDA's chunked path (chunks of 8 over 33 tokens, the last partial; padding rows
+    masked, not left out): the reference loss and gradients, the scale applied by the
+    backward pass (a device multiply, no host read), nothing (tokens x vocabulary) kept."""
+    from t2.model.codepath import simulated
+    from t2.model.loss import projected_cross_entropy
+
+    monkeypatch.setattr("t2.model.loss.CUDA_PROJECTION_ROWS", 8)
+    hidden, weight, target = _projection_case(pad_id)
+    expected, grad_h, grad_w = _reference_projection(hidden, weight, target, pad_id, autocast, 0.1)
+    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+    saved = []
+    with simulated("cuda"), torch.autocast("cpu", torch.bfloat16, enabled=autocast), \
+            torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t,
+                                                     lambda t: t):  # fmt: skip
+        loss, n = projected_cross_entropy(h, w, target, pad_id, 0.1, torch.tensor(0.1))
+    (loss * torch.tensor(0.1)).backward()
+    assert n.item() == 33 - 4 - 3 and loss.dtype == torch.float32
+    assert max(saved) <= max(hidden.numel(), weight.numel())
+    torch.testing.assert_close(loss, expected, rtol=1e-5 if autocast else 1e-6, atol=0)
+    assert h.grad.dtype == w.grad.dtype == torch.float32
+    for ours, theirs in ((h.grad, grad_h), (w.grad, grad_w)):
+        tol = 1e-2 * theirs.abs().max() if autocast else 1e-6 * theirs.abs().max()
+        assert (ours - theirs).abs().max() <= tol
+    assert h.grad[0, 7:].abs().sum() == 0 and h.grad[2, 2:5].abs().sum() == 0

@@ -69,7 +69,9 @@ def test_the_issue_s_three_machines_for_base() -> None:
     _, eight_16 = planned(base, 8, gpu(16))
     assert (eight_16.accumulate, eight_16.max_tokens) == (1, 3125)
     _, one_16 = planned(base, 1, gpu(16))
-    assert one_16.accumulate >= 2 and one_16.max_tokens < 25_000
+    assert one_16.step_tokens >= 25_000 and one_16.max_tokens <= one_16.fits
+    _, big_16 = planned(load_config("big"), 1, gpu(16))  # short of memory: it accumulates
+    assert big_16.accumulate >= 2 and big_16.max_tokens < 25_000
 
 
 def test_the_fitted_micro_batch_is_the_largest_the_model_allows() -> None:
@@ -150,3 +152,24 @@ def test_a_planned_run_writes_its_numbers_and_resumes_on_fewer_processes(tmp_pat
     resumed = train(tmp_path / "cut", *PLANNED, "--resume")
     assert "1 process x 2 micro-batches x 400 tokens" in resumed.stdout
     assert_same_log(losses(tmp_path / "cut"), losses(tmp_path / "ddp"))
+
+
+def test_a_run_saved_before_buckets_resumes_with_its_batching_named(tmp_path) -> None:
+    """A config.yaml without the bucket keys ran the greedy layout: resuming it with the
+    new defaults is refused naming the keys and values to pass; with them it goes on."""
+    from t2.rundir import RunDir, new_meta, write_json
+    from t2.train.setup import check_run_dir, saved_config
+
+    run = RunDir(tmp_path / "old")
+    run.path.mkdir()
+    cfg = load_config("quickstart")
+    raw = cfg.to_dict()
+    for key in ("max_shapes", "pad_multiple", "length_multiple"):
+        del raw["data"][key]
+    run.config.write_text(yaml.safe_dump(raw))
+    write_json(run.meta, new_meta(1, recipe="quickstart"))
+    assert saved_config(run).data.max_shapes == 0  # what it ran, not today's default
+    with pytest.raises(ConfigError, match=r"data.max_shapes=0 \(now 64\)"):
+        check_run_dir(run, cfg, resume=True)
+    old = load_config("quickstart", ["data.max_shapes=0", "data.pad_multiple=1"])
+    check_run_dir(run, old, resume=True)

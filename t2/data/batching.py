@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from t2.config import SAVED_BEFORE
 from t2.data.buckets import cells, padding_optimal_cuts, shapes
 from t2.errors import DataError
 
@@ -215,8 +216,7 @@ class BatchSampler:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
-# what a run saved before the bucketed layout batched with
-PLAN_BEFORE_BUCKETS = {"data.max_shapes": 0, "data.pad_multiple": 1, "data.length_multiple": 1}
+PLAN_BEFORE_BUCKETS = SAVED_BEFORE  # what a run saved before the buckets batched with
 
 
 def _greedy_bounds(sizes: list[int], max_tokens: int) -> list[int]:

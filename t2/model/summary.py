@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from t2.config import ModelConfig
+from t2.model.loss import CUDA_PROJECTION_ROWS
 from t2.registry import FFN
 
 
@@ -80,12 +81,16 @@ def estimate_memory(
         _attention_elems(cfg, s, s, b, fused) + _attention_elems(cfg, s, s, b, fused)
         + _ffn_elems(cfg, s, b) + 3 * norm_elems
     )  # fmt: skip
-    # the logits: on CUDA the plain loss keeps the float32 log-softmax, and its backward
-    # adds the float32 gradient and the copy it is cast from: three float32 (tokens x
-    # vocabulary) tensors. A CPU's blockwise loss holds none whole; its term stays at two,
-    # which over-counts there and makes up for layer terms that under-count (measured on a
-    # CPU: base at an 8k vocabulary 0.85-0.92x the peak, at 32k 1.10x; docs/performance.md)
-    logits = (3 if device == "cuda" else 2) * s * b * cfg.vocab_size * 4
+    # the logits: CUDA's chunked loss holds one chunk's (t2.model.loss.CUDA_PROJECTION_ROWS
+    # tokens) 16-bit logits, their float32 copy and a float32 temporary at a time. A CPU's
+    # blockwise loss holds none whole either; its term stays at two float32 (tokens x
+    # vocabulary) tensors, which over-counts there and makes up for layer terms that
+    # under-count (measured on a CPU: base at an 8k vocabulary 0.85-0.92x the peak, at 32k
+    # 1.10x; docs/performance.md)
+    if device == "cuda":
+        logits = min(s * b, CUDA_PROJECTION_ROWS) * cfg.vocab_size * (2 + 4 + 4)
+    else:
+        logits = 2 * s * b * cfg.vocab_size * 4
     act_bytes = 2 if mixed else 4
     activations = int(
         act_bytes * (cfg.n_encoder_layers * enc + cfg.n_decoder_layers * dec) + logits

@@ -167,7 +167,7 @@ def read_config(ckpt: Path) -> Config:
     path = Path(ckpt) / CONFIG
     if not path.is_file():
         raise CheckpointError(f"checkpoint {ckpt} has no {CONFIG}; it was not written by t2")
-    return Config.from_yaml(path.read_text(encoding="utf-8"), str(path))
+    return Config.from_yaml(path.read_text(encoding="utf-8"), str(path), saved=True)
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Transformer, Config]:

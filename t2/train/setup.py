@@ -183,7 +183,7 @@ def saved_config(run: RunDir) -> Config | None:
     if not run.config.is_file():
         return None
     read_meta(run.path)  # a run of a format this t2 cannot read fails here, in one line
-    return Config.from_yaml(run.config.read_text(encoding="utf-8"), str(run.config))
+    return Config.from_yaml(run.config.read_text(encoding="utf-8"), str(run.config), saved=True)
 
 
 def plan_run(cfg: Config, run: RunDir, resume: bool, processes: int) -> tuple[Config, Any]:
