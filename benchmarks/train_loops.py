@@ -15,11 +15,12 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from bench_decode import DATA, PeakMemory, marian_config
 
-from t2.config import Config
+from t2.config import Config, DataConfig
 from t2.data import BatchSampler, encode_source
 from t2.data.batching import Batches, make_loader
 from t2.model.flops import training_flops
 from t2.model.transformer import Transformer
+from t2.train.compiling import compile_layers
 from t2.train.optim import build_optimizer, build_scheduler, lr_multiplier, peak_lr
 from t2.train.setup import prepare_model
 from t2.train.step import StepStats, train_step
@@ -60,7 +61,10 @@ def dataset(args: argparse.Namespace, tokenizer):
 
 def loader(ds, args: argparse.Namespace, seed: int = 1):
     src_lens, tgt_lens = [len(x) for x in ds["src_ids"]], [len(x) for x in ds["tgt_ids"]]
-    sampler = BatchSampler(src_lens, tgt_lens, args.max_tokens, 0, seed, True)
+    d = DataConfig()  # the length buckets train.py batches with
+    sampler = BatchSampler(src_lens, tgt_lens, args.max_tokens, 0, seed, True,
+                           max_shapes=d.max_shapes, rows_multiple=d.pad_multiple,
+                           length_multiple=d.length_multiple)  # fmt: skip
     return Batches(make_loader(ds, sampler, PAD, 0))
 
 
@@ -87,7 +91,7 @@ class T2Engine:
         torch.manual_seed(0)
         model = Transformer(cfg.model, pad_id=PAD)
         if cfg.train.compile:  # as train.py does
-            model.compile(dynamic=True)
+            compile_layers(model, cfg.train.compile_backend, cfg.data.max_shapes)
         optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
         self.scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
         self.model, self.optimizer = prepare_model(self.acc, model, optimizer)

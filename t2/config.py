@@ -248,7 +248,9 @@ class TrainConfig(Section):
     accumulate: int | str = "auto"  # micro-batches per optimizer step; auto: planned
     clip_norm: float = 0.0  # 0: no clipping (the paper)
     mixed_precision: str = choice("auto", "bf16", "fp16", "no")  # auto: bf16 where supported
-    compile: bool = False  # torch.compile the training forward pass (docs/performance.md)
+    # torch.compile each layer for training, static shapes per bucket (t2.train.compiling)
+    compile: bool = False
+    compile_backend: str = choice("inductor", "aot_eager", "cudagraphs", "eager")
     log_every: int = 100
     eval_every: int = 1000
     save_every: int = 1000

@@ -173,3 +173,21 @@ def test_non_finite_steps_stop_the_run_even_when_logging_more_often(tmp_path):
     records = [r for r in read_metrics(out) if "loss" in r]
     assert records[-1]["bad_run"] == 3 and math.isnan(records[-1]["loss"])
     assert not (out / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_compiled_layers_compile_each_shape_once_and_train_as_eager(tmp_path):
+    """train.compile with 3 bucket shapes over ~3 epochs: the compiled graphs, logged at
+    every step, stop growing within the first epoch, and the losses are eager's."""
+    sets = ["--set", "data.max_shapes=3", "--set", "train.max_steps=30",
+            "--set", "train.eval_every=30", "--set", "train.save_every=30"]  # fmt: skip
+    train(tmp_path / "eager", *sets)
+    train(tmp_path / "compiled", *sets, "--set", "train.compile=true",
+          "--set", "train.compile_backend=aot_eager")  # fmt: skip
+    records = [r for r in read_metrics(tmp_path / "compiled") if "compiles" in r]
+    compiles = [r["compiles"] for r in records]
+    assert len(compiles) == 30 and 0 < compiles[9] == compiles[-1], compiles
+    assert compiles[-1] <= 2 * 2 * 4  # (forward, backward) x (encoder, decoder) x shapes
+    eager, compiled = losses(tmp_path / "eager"), losses(tmp_path / "compiled")
+    assert [s for s, _ in compiled] == [s for s, _ in eager]
+    assert [v for _, v in compiled] == pytest.approx([v for _, v in eager], rel=1e-4)

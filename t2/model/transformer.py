@@ -177,11 +177,11 @@ class Transformer(nn.Module):
         ends = (real * positions).amax(1, keepdim=True)  # 1 + the last real position
         return positions > ends
 
-    @staticmethod
-    def packs(src: Tensor) -> bool:
+    def packs(self, src: Tensor) -> bool:
         """Whether teacher forcing runs on packed states: on a CPU (measured there,
-        docs/performance.md), not under torch.compile (data-dependent shapes)."""
-        return code_path(src) == "cpu" and not torch.compiler.is_compiling()
+        docs/performance.md), not compiled (packing's shapes vary with every batch)."""
+        compiled = torch.compiler.is_compiling() or getattr(self, "compiled_layers", False)
+        return code_path(src) == "cpu" and not compiled
 
     def new_state(self, capacity: int = 16) -> DecoderState:
         """An empty decoding state; `capacity`: the longest prefix expected (BOS included)."""

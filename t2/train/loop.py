@@ -19,6 +19,7 @@ from t2.errors import T2Error
 from t2.rundir import RunDir, save_checkpoint, write_json
 from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
+from t2.train.compiling import compiled_graphs
 from t2.train.setup import Run, build_run
 from t2.train.step import StepStats, train_step
 from t2.train.tracking import MetricsLog, init_wandb
@@ -137,6 +138,8 @@ def log_step(
         "bad_run": int(stats.bad_run.item()),
         **budget.counters(),
     }
+    if run.cfg.train.compile:  # graphs compiled so far: flat once every shape has been seen
+        record["compiles"] = compiled_graphs()
     left = budget.seconds_left(step) / 60  # the nearest limit: steps, minutes or tokens
     shown = {"loss": f"{record['loss']:.3f}", "lr": f"{record['lr']:.2e}",
              "tok_s": f"{record['tokens_per_s']:.0f}"}  # fmt: skip

@@ -24,6 +24,7 @@ from t2.errors import ConfigError
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
+from t2.train.compiling import compile_layers
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, planned
 
@@ -216,8 +217,8 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
-    if cfg.train.compile:  # in place: the state dict's keys and the decoding methods stay
-        model.compile(dynamic=True)  # token-budget batches change shape every step
+    if cfg.train.compile:  # in place: the state dict's keys and decoding stay as they are
+        compile_layers(model, cfg.train.compile_backend, cfg.data.max_shapes)
     optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
     scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
     model, optimizer = prepare_model(accelerator, model, optimizer)
