@@ -12,11 +12,15 @@
 #
 #   bash benchmarks/gpu.sh --prepare [PYTHON_VERSION]   (gpu-wheels/ and gpu-data/, git-ignored)
 #
-# The figures: the memory model against torch.cuda's peaks (bench_memory.py), `base` as
+# The figures, about 10 minutes on one GPU: the CUDA tests (tests/test_cuda.py), the README
+# quickstart, the memory model against torch.cuda's peaks (bench_memory.py), `base` as
 # shipped against the recipe before the batch plan (bench_recipe.py: 4,096-token
 # micro-batches, accumulate 6, greedy batches, pairs up to 64 tokens), t2 against the
-# transformers peer at 25k-token batches with operators and kernels per step
-# (bench_train.py --count-ops). Without CUDA it says so in one line and exits 0.
+# transformers peer at 25k-token batches with MFU and operators and kernels per step
+# (bench_train.py --count-ops), decoding against generate() (bench_decode.py), and 5
+# minutes of `base` on ../shared/data/mixed validated on newstest2013. It writes
+# OUT/summary.json and OUT/summary.md (gpu_summary.py). Without CUDA it says so in one line
+# and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NEEDED="datasets dill multiprocess xxhash pyarrow"
@@ -64,10 +68,22 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 out=${out:-runs/gpu-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 { date -u; git rev-parse --short HEAD; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } > "$out/device.txt" 2>&1 || true
-python benchmarks/bench_memory.py --json "$out/memory.json" | tee "$out/memory.txt"
-python benchmarks/bench_recipe.py --recipe base --steps 300 --rounds 2 --arm shipped= \
+data_dir=${T2_SHARED_DATA:-$(cd .. && pwd)/shared/data}
+run() { echo "== $*"; "$@"; }
+# each part reports and the run goes on: the summary says what is missing
+run python -m pytest -q tests/test_cuda.py > "$out/tests.txt" 2>&1 || true
+run python train.py --recipe quickstart --out "$out/quickstart" --wandb disabled > "$out/quickstart.txt" 2>&1 || true
+run python benchmarks/bench_memory.py --json "$out/memory.json" > "$out/memory.txt" 2>&1 || true
+run python benchmarks/bench_recipe.py --recipe base --steps 60 --log-every 10 --rounds 1 --arm shipped= \
   --arm before=data.max_tokens=4096,train.accumulate=6,data.max_shapes=0,data.max_tokens_per_sentence=64 \
-  --json "$out/recipe_base.json" | tee "$out/recipe_base.txt"
-python benchmarks/bench_train.py --recipes base,v2_rope_rmsnorm --precisions bf16 \
-  --max-tokens 25000 --count-ops --json "$out/train.json" | tee "$out/train.txt"
-echo "GPU figures in $out ($(sed -n 3p "$out/device.txt"))"
+  --json "$out/recipe_base.json" > "$out/recipe_base.txt" 2>&1 || true
+run python benchmarks/bench_train.py --recipes base,v2_rope_rmsnorm --precisions bf16 \
+  --max-tokens 25000 --rounds 3 --count-ops --json "$out/train.json" > "$out/train.txt" 2>&1 || true
+run python benchmarks/bench_decode.py --device cuda --bf16 --beams 1,4 > "$out/decode.txt" 2>&1 || true
+run python train.py --recipe base --out "$out/mixed" --wandb disabled \
+  --set "data.train=files:$data_dir/mixed/train" --set "data.valid=files:$data_dir/newstest/newstest2013" \
+  --set "data.test=files:$data_dir/newstest/newstest2013" --set train.max_minutes=5 \
+  --set train.eval_every=100000 --set train.save_every=100000 --set train.warmup_steps=1000 \
+  --set decode.beam_size=1 > "$out/mixed.txt" 2>&1 || true
+python benchmarks/gpu_summary.py "$out"
+echo "GPU figures in $out: summary.md and summary.json"

@@ -274,3 +274,20 @@ def test_gpu_script_without_cuda_says_so_in_one_line_and_exits_0():
     bad = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh"), "--frobnicate"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr
+
+
+def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkeypatch):
+    summary = load("gpu_summary")
+    (tmp_path / "device.txt").write_text("2026-11-25\nabc123\nNVIDIA H100, 81559 MiB, 580\n")
+    (tmp_path / "tests.txt").write_text("....\n4 passed in 3.1s\n")
+    (tmp_path / "train.json").write_text(json.dumps([
+        {"recipe": "base", "precision": "bf16", "ratio": 2.1, "mfu": 0.31,
+         "ops_per_step": 900, "kernels_per_step": 700, "peer_ops_per_step": 1500,
+         "peer_kernels_per_step": 1200}]))  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["gpu_summary.py", str(tmp_path)])
+    summary.main()
+    md = (tmp_path / "summary.md").read_text()
+    assert "NVIDIA H100" in md and "| CUDA tests | 4 passed in 3.1s |" in md
+    assert "2.10x, MFU 31.0%" in md and "900 (700) / 1500 (1200)" in md
+    assert "| quickstart | missing |" in md and "| mixed_5min | missing |" in md
+    assert json.loads((tmp_path / "summary.json").read_text())["memory_model"] is None
