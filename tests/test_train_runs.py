@@ -191,3 +191,41 @@ def test_compiled_layers_compile_each_shape_once_and_train_as_eager(tmp_path):
     eager, compiled = losses(tmp_path / "eager"), losses(tmp_path / "compiled")
     assert [s for s, _ in compiled] == [s for s, _ in eager]
     assert [v for _, v in compiled] == pytest.approx([v for _, v in eager], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy(tmp_path):
+    """data.tokenizer=OTHER_RUN/tokenizer: the new run directory is made, holds a copy of
+    the tokenizer, and translates from another folder after the original is gone."""
+    import shutil
+
+    train(tmp_path / "first")
+    train(tmp_path / "second", "--set", f"data.tokenizer={tmp_path / 'first' / 'tokenizer'}")
+    copied = tmp_path / "second" / "tokenizer" / "tokenizer.json"
+    assert copied.read_bytes() == (tmp_path / "first" / "tokenizer" / "tokenizer.json").read_bytes()
+    shutil.rmtree(tmp_path / "first")
+    cmd = [sys.executable, "-m", "t2", "translate", "--checkpoint", str(tmp_path / "second")]
+    done = subprocess.run(cmd, input="april 11 1981 wednesday\n", capture_output=True,
+                          text=True, env=ENV, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_nan_validation_is_never_the_best_and_the_stop_message_is_true(tmp_path):
+    """train.max_lr=1e6: validations turn NaN; no checkpoint with a NaN validation is marked
+    best, and the one-line stop names the best checkpoint only if there is one."""
+    out = tmp_path / "run"
+    sets = ["train.max_lr=1.0e6", "train.warmup_steps=1", "train.max_nonfinite=6",
+            "train.max_steps=40", "train.save_every=2", "train.eval_every=2",
+            "train.keep_last=40"]  # fmt: skip
+    result = train(out, *[a for kv in sets for a in ("--set", kv)], check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    validations = {r["step"]: r["valid_loss"] for r in read_metrics(out) if "valid_loss" in r}
+    assert any(math.isnan(v) for v in validations.values()), validations
+    best = RunDir(out).best()
+    if best is None:
+        assert "no checkpoint with a finite validation score" in result.stderr
+        assert not (out / "checkpoints" / "best").exists()
+    else:
+        assert math.isfinite(validations[int(best.name.split("-")[1])])
+        assert f"its best checkpoint, {best}, is intact" in result.stderr

@@ -127,7 +127,10 @@ def prepare_tokenizer(
     data or another vocab_size."""
     if cfg.tokenizer:
         print(f"tokenizer: loading {cfg.tokenizer} (data.tokenizer)", flush=True)
-        return load_tokenizer(cfg.tokenizer)
+        tokenizer = load_tokenizer(cfg.tokenizer)
+        if folder is not None and not (reuse and (Path(folder) / "tokenizer.json").is_file()):
+            copy_folder(Path(cfg.tokenizer), Path(folder))  # the run keeps its own copy
+        return tokenizer
     if reuse and folder is not None and Path(folder).is_dir():
         print(f"tokenizer: reusing {folder}", flush=True)
         return load_tokenizer(folder)
@@ -139,6 +142,17 @@ def prepare_tokenizer(
         return train_tokenizer(texts, *args, Path(folder), total=2 * len(pairs))
     with tempfile.TemporaryDirectory() as tmp:
         return train_tokenizer(texts, *args, Path(tmp) / "bpe", total=2 * len(pairs))
+
+
+def copy_folder(source: Path, target: Path) -> None:
+    """`source`'s files as `target`, whole or not at all: copied beside it, then renamed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
+        staged = Path(tmp) / target.name
+        shutil.copytree(source, staged)
+        if target.exists():
+            shutil.rmtree(target)
+        staged.rename(target)
 
 
 def both_sides(pairs: datasets.Dataset) -> Iterator[str]:

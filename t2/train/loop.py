@@ -44,10 +44,13 @@ def validate(run: Run, step: int) -> dict[str, Any]:
 
 
 def is_better(record: dict[str, Any], best: list | None, metric: str) -> tuple[bool, list]:
-    """Higher is better: (BLEU, -loss), the loss breaking ties; or -loss alone."""
+    """Higher is better: (BLEU, -loss), the loss breaking ties; or -loss alone. A
+    non-finite figure is never better (Lightning's ModelCheckpoint scores NaN the worst)."""
     value = [-record["valid_loss"]]
     if metric == "bleu" and "valid_bleu" in record:
         value = [record["valid_bleu"], *value]
+    if not all(math.isfinite(v) for v in value):
+        return False, value
     return best is None or value > best, value
 
 
@@ -97,10 +100,9 @@ def train(
             if log:
                 log.write(record)
             if record["bad_run"] >= cfg.train.max_nonfinite:
-                raise T2Error(
-                    f"{record['bad_run']} non-finite losses in a row at step {step}; the last "
-                    f"good checkpoint is intact: lower train.max_lr or set train.clip_norm"
-                )
+                raise T2Error(f"{record['bad_run']} non-finite losses in a row at step {step}; "
+                              f"{_good_checkpoint(run.run_dir)}: lower train.max_lr or set "
+                              f"train.clip_norm")  # fmt: skip
         if may_save:
             best, stopped_by = evaluate_and_save(
                 run, step, best, log, stopped_by, record["bad_run"], budget
@@ -122,6 +124,15 @@ def out_of_memory(cfg: Config, step: int) -> Iterator[None]:
             f"lower it (e.g. --set data.max_tokens={max(tokens // 2, 1)} "
             f"--set train.accumulate={2 * acc}) or data.max_tokens_per_sentence"
         ) from None
+
+
+def _good_checkpoint(run_dir: RunDir) -> str:
+    """What a diverged run leaves to go back to: its best checkpoint (never one with a
+    non-finite validation), or that there is none."""
+    best = run_dir.best()
+    if best is None:
+        return "no checkpoint with a finite validation score was saved (start a new run)"
+    return f"its best checkpoint, {best}, is intact"
 
 
 def log_step(

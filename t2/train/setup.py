@@ -213,6 +213,7 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
     if accelerator.is_main_process:
+        run.path.mkdir(parents=True, exist_ok=True)  # data.tokenizer: nothing made it yet
         run.config.write_text(cfg.to_yaml(), encoding="utf-8")
         write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
