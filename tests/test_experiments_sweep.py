@@ -16,8 +16,7 @@ import yaml
 from test_train_runs import TINY
 
 from t2.cli import main
-from t2.experiments.runs import read_records
-from t2.rundir import RunDir
+from t2.rundir import RunDir, read_records
 
 pytestmark = pytest.mark.slow
 SEEDS = (1, 2)

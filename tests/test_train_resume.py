@@ -126,3 +126,25 @@ def test_a_run_of_a_future_format_is_not_resumed(tmp_path):
     result = train(run, "--resume", check=False)
     assert result.returncode == 2 and "format 99 (t2 9.0)" in result.stderr, result.stderr
     assert "upgrade t2" in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_log_line_torn_by_a_crash_is_dropped_on_resume_and_a_damaged_log_refused(tmp_path):
+    """A process killed mid-append leaves half a line: --resume drops it with the other
+    records past the checkpoint (the log then matches an uninterrupted run); a bad line
+    before the last is damage, refused in one line."""
+    from test_train_runs import assert_same_log, losses
+
+    train(tmp_path / "full")
+    run = tmp_path / "run"
+    train(run, "--set", "train.max_steps=3")
+    metrics = RunDir(run).metrics
+    with metrics.open("a") as f:
+        f.write('{"step": 4, "loss": 1.2')  # the crash
+    train(run, "--resume")
+    assert_same_log(losses(run), losses(tmp_path / "full"))
+    lines = metrics.read_text().splitlines()
+    metrics.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    result = train(run, "--resume", "--set", "train.max_steps=9", check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert "line 2 is not JSON: the log is damaged" in result.stderr

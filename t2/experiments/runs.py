@@ -18,7 +18,7 @@ import yaml
 
 from t2.config import load_yaml
 from t2.errors import CheckpointError
-from t2.rundir import RunDir, read_meta
+from t2.rundir import RunDir, read_meta, read_records
 from t2.rundir.layout import WEIGHTS
 
 
@@ -84,22 +84,6 @@ def flatten(config: dict[str, Any]) -> dict[str, Any]:
         if isinstance(values, dict)
         for key, value in values.items()
     }
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """metrics.jsonl's records; a last line cut off by a killed process is left out."""
-    if not path.is_file():
-        return []
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    records = []
-    for i, line in enumerate(lines):
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            if i == len(lines) - 1:
-                break
-            raise CheckpointError(f"{path} line {i + 1} is not JSON; the run is damaged") from None
-    return records
 
 
 def count_parameters(ckpt: Path) -> int:

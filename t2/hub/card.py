@@ -18,6 +18,7 @@ from t2 import __version__
 from t2.config import Config
 from t2.errors import CheckpointError
 from t2.rundir.layout import RunDir, evaluations, read_meta
+from t2.rundir.metrics import read_records
 
 ARCHITECTURE = ("d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers",
                 "positional", "norm", "norm_position", "ffn", "attention", "tie_embeddings",
@@ -33,17 +34,6 @@ def _json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise CheckpointError(f"cannot read {path} ({err}); fix or remove it") from None
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    """metrics.jsonl's records; a line cut off by a run still writing is skipped."""
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
 
 
 @dataclass
@@ -69,7 +59,7 @@ class RunFacts:
             return facts
         facts.run_meta = read_meta(run.path)
         if run.metrics.is_file():
-            facts.metrics = _records(run.metrics)
+            facts.metrics = read_records(run.metrics)
         if run.results.is_file():
             results = _json(run.results)
             if Path(str(results.get("checkpoint", ""))).name == Path(ckpt).name:

@@ -28,6 +28,7 @@ from t2.rundir.layout import (
     step_of,
     write_json,
 )  # fmt: skip
+from t2.rundir.metrics import read_records, rewrite_records
 from t2.rundir.store import (
     load_model,
     load_run,
@@ -55,7 +56,9 @@ __all__ = [
     "new_meta",
     "read_config",
     "read_meta",
+    "read_records",
     "resolve",
+    "rewrite_records",
     "save_checkpoint",
     "step_of",
     "tokenizer_folder",

@@ -11,7 +11,7 @@ from accelerate import Accelerator
 
 from t2.config import Config
 from t2.errors import ConfigError
-from t2.rundir import RunDir
+from t2.rundir import RunDir, read_records, rewrite_records
 
 
 class MetricsLog:
@@ -20,13 +20,10 @@ class MetricsLog:
     def __init__(self, path: Path, resume_step: int | None) -> None:
         self.path = Path(path)
         if resume_step is not None and self.path.is_file():
-            # drop what was logged after the checkpoint, so the log matches an uninterrupted run
-            kept = [
-                line
-                for line in self.path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= resume_step
-            ]
-            self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+            # drop what was logged after the checkpoint (and a line a kill cut off), so the
+            # log matches an uninterrupted run
+            kept = [r for r in read_records(self.path) if r.get("step", 0) <= resume_step]
+            rewrite_records(self.path, kept)
         elif self.path.exists():
             self.path.unlink()
 
@@ -36,8 +33,7 @@ class MetricsLog:
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = RunDir(run_dir).metrics
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return read_records(RunDir(run_dir).metrics)
 
 
 def init_wandb(
