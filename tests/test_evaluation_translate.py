@@ -90,3 +90,35 @@ def test_bfloat16_decoding_casts_the_model_and_translates_as_float32(toy, tmp_pa
     assert result.stdout.splitlines() == translate(model, tokenizer, lines[:3], decode)
     with pytest.raises(ConfigError, match="valid choices: float32, bfloat16, float16"):
         open_engine(run, "t2", precision="int4")
+
+
+def test_output_appears_under_its_name_only_when_complete(toy, tmp_path):
+    """A translate that fails on bad input, or is interrupted (SIGINT, as Ctrl-C) while
+    writing, leaves no file under --output's name and no temporary file beside it; a
+    previous complete output stays as it was."""
+    import signal
+    import time
+
+    run, _, _ = toy
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("Grüße\n".encode("latin-1"))
+    out = tmp_path / "out.txt"
+    failed = run_script("--checkpoint", str(run), "--input", str(latin), "--output", str(out))
+    assert failed.returncode == 2 and not out.exists() and list(tmp_path.iterdir()) == [latin]
+    many = tmp_path / "many.txt"
+    many.write_text("".join(f"{s}\n" for s, _ in toy_pairs(50, seed=13)) * 400)
+    out.write_text("the previous output\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--checkpoint", str(run),
+           "--batch-size", "8", "--input", str(many), "--output", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not any(p.name.endswith(".part") for p in tmp_path.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.5)  # some batches written to the temporary file
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and b"interrupted" in stderr, stderr
+    assert out.read_text() == "the previous output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latin.txt", "many.txt", "out.txt"]

@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import dataclasses
 
+    from t2.atomic import atomic_text
     from t2.serve.engine import open_engine
 
     if args.input and not Path(args.input).is_file():
@@ -47,11 +48,8 @@ def run(args: argparse.Namespace) -> None:
         source = (
             stack.enter_context(open(args.input, encoding="utf-8")) if args.input else sys.stdin
         )
-        sink = (
-            stack.enter_context(open(args.output, "w", encoding="utf-8"))
-            if args.output
-            else sys.stdout
-        )
+        # a file appears under its name only when every line is written (t2.atomic)
+        sink = stack.enter_context(atomic_text(args.output)) if args.output else sys.stdout
         lines = utf8_lines(source, args.input or "standard input")
         batches = engine.stream(lines, decode)
         write(batches, sink, decode.nbest)

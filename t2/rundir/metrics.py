@@ -4,11 +4,10 @@ run goes. Its one reader and its one rewriter live here."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from t2.atomic import atomic_text
 from t2.errors import CheckpointError
 
 
@@ -34,11 +33,5 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 def rewrite_records(path: Path, records: list[dict[str, Any]]) -> None:
     """Replace the file by `records`, whole or not at all (written beside it, then renamed)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(r) + "\n" for r in records)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_text(path) as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
