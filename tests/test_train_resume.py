@@ -148,3 +148,39 @@ def test_a_log_line_torn_by_a_crash_is_dropped_on_resume_and_a_damaged_log_refus
     result = train(run, "--resume", "--set", "train.max_steps=9", check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
     assert "line 2 is not JSON: the log is damaged" in result.stderr
+
+
+def _held(lock: Path) -> bool:
+    import fcntl
+
+    if not lock.is_file():
+        return False
+    with lock.open("a") as f:  # a POSIX lock of this process, released as the file closes
+        try:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        return False
+
+
+@pytest.mark.slow
+def test_a_second_run_in_a_held_folder_is_refused_until_the_holder_ends(tmp_path):
+    """Two trainings with one --out: the second refuses in one line while the first holds
+    the folder, and a holder killed with SIGKILL releases it (the kernel drops the lock)."""
+    run = tmp_path / "run"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    first = subprocess.Popen(_command(run, "--set", "train.max_steps=100000"), env=ENV,
+                             cwd=ROOT, **quiet)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not _held(run / ".lock"):
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    second = train(run, check=False)
+    assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr[-2000:]
+    assert "is in use by a training run (pid" in second.stderr
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert not _held(run / ".lock")
+    again = subprocess.run(_command(run, "--resume"), env=ENV, cwd=ROOT, capture_output=True,
+                           text=True, timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]  # the folder is free again

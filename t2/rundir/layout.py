@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 
 from t2 import __version__
-from t2.errors import CheckpointError
+from t2.errors import CheckpointError, ConfigError
 
 FORMAT = 2  # written by this t2; format 1 (t2 0.1) had no meta.json and a per-process position
 FIRST_READABLE = 1  # the oldest format whose weights this t2 loads
@@ -18,7 +20,7 @@ FIRST_RESUMABLE = 2  # the oldest format whose training state this t2 resumes
 
 CONFIG, META, TOKENIZER, CHECKPOINTS = "config.yaml", "meta.json", "tokenizer", "checkpoints"
 WEIGHTS, STATE, COMPLETE, BEST = "model.safetensors", "training_state.pt", "COMPLETE", "best"
-METRICS, RESULTS = "metrics.jsonl", "results.json"
+METRICS, RESULTS, LOCK = "metrics.jsonl", "results.json", ".lock"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,29 @@ class RunDir:
 
     def checkpoint(self, step: int) -> Path:
         return self.checkpoint_dir / f"step-{step:07d}"
+
+    def lock(self) -> TextIO:
+        """Hold the run for this process (RUN/.lock, an exclusive POSIX lock, which the
+        kernel releases when the process ends, killed or not, and which the loader's forked
+        workers do not inherit): a second training in the same folder is refused in one
+        line. Keep the returned file open while training."""
+        import fcntl
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path / LOCK, "a+", encoding="utf-8")  # noqa: SIM115
+        try:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise ConfigError(f"{self.path} is in use by a training run ({holder}); wait for "
+                              f"it to end or pass another --out") from None  # fmt: skip
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        return handle
 
     def has_checkpoints(self) -> bool:
         return self.checkpoint_dir.is_dir()

@@ -63,6 +63,7 @@ class Run:
     valid_pairs: Any
     run_dir: RunDir
     target_lengths: Any  # each training pair's target length (ids with BOS and EOS)
+    lock: Any = None  # RUN/.lock, held open by the main process (RunDir.lock)
 
 
 # keys that a resumed run may change: how long it runs, how often it reports, and how a
@@ -197,6 +198,8 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     accelerator = make_accelerator(cfg, wandb)
     run = RunDir(run_dir)
     cfg, plan = plan_run(cfg, run, resume, accelerator.num_processes)
+    # the main process holds the folder while it trains; a second run there is refused
+    held = run.lock() if accelerator.is_main_process else None
     check_run_dir(run, cfg, resume)
     if accelerator.is_main_process:
         print(plan.line(), flush=True)
@@ -227,4 +230,4 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     sampler, loader = _loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = _loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     return Run(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
-               valid_loader, valid_pairs, run, lengths(train_ds, "tgt"))  # fmt: skip
+               valid_loader, valid_pairs, run, lengths(train_ds, "tgt"), held)  # fmt: skip
