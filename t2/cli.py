@@ -21,7 +21,7 @@ def run_main(main: Callable[[], int | None]) -> None:
         code = main()
     except T2Error as err:
         print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(err.exit_status)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -184,3 +184,54 @@ def test_a_second_run_in_a_held_folder_is_refused_until_the_holder_ends(tmp_path
     again = subprocess.run(_command(run, "--resume"), env=ENV, cwd=ROOT, capture_output=True,
                            text=True, timeout=600)  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]  # the folder is free again
+
+
+SIGNAL_AT_STEP = """
+import os, runpy, signal, sys
+import t2.train.loop as loop
+step_fn, calls = loop.train_step, [0]
+def signalled(*args, **kwargs):  # the signal arrives during step N (counted from 1)
+    step_fn(*args, **kwargs)
+    calls[0] += 1
+    if calls[0] == int(os.environ["T2_SIGNAL_STEP"]):
+        os.kill(os.getpid(), getattr(signal, os.environ["T2_SIGNAL"]))
+loop.train_step = signalled
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGUSR1"])
+def test_a_preempted_run_saves_its_step_and_resumes_to_the_uninterrupted_log(tmp_path, name):
+    """A scheduler's signal mid-interval (log_every 4, at step 5, dropout on): a checkpoint
+    of step 5, one line, exit 128 + the signal; under SLURM SIGUSR1 requeues the job. The
+    resumed run's loss log and weights are the uninterrupted run's."""
+    from test_train_runs import assert_same_log, final_weights, losses
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'requeued'}\n")
+    (fake / "scontrol").chmod(0o755)
+    every = ["--set", "train.log_every=4"]
+    full = subprocess.run(_command(tmp_path / "full", *every), env=ENV, cwd=ROOT,
+                          capture_output=True, text=True)  # fmt: skip
+    assert full.returncode == 0, full.stderr[-2000:]
+    env = {**ENV, "T2_SIGNAL_STEP": "5", "T2_SIGNAL": name, "SLURM_JOB_ID": "4242",
+           "PATH": f"{fake}:{ENV['PATH']}"}  # fmt: skip
+    run = tmp_path / "run"
+    cut = subprocess.run(_command(run, *every, python=[sys.executable, "-c", SIGNAL_AT_STEP]),
+                         env=env, cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    signum = getattr(signal, name)
+    assert cut.returncode == 128 + signum and cut.stderr.count("\n") == 1, cut.stderr[-2000:]
+    assert f"{name} at step 5: checkpoint" in cut.stderr and "--resume" in cut.stderr
+    assert RunDir(run).latest().name == "step-0000005"
+    requeued = (tmp_path / "requeued").read_text().strip() if name == "SIGUSR1" else None
+    assert requeued == ("requeue 4242" if name == "SIGUSR1" else None)
+    again = subprocess.run(_command(run, *every, "--resume"), env=ENV, cwd=ROOT,
+                           capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert_same_log(losses(run), losses(tmp_path / "full"))
+    want, got = final_weights(tmp_path / "full"), final_weights(run)
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], msg=key)

@@ -20,6 +20,7 @@ from t2.rundir import RunDir, save_checkpoint, write_json
 from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
 from t2.train.compiling import compiled_graphs
+from t2.train.preempt import Preemption
 from t2.train.setup import Run, build_run
 from t2.train.step import StepStats, train_step
 from t2.train.tracking import MetricsLog, init_wandb
@@ -72,41 +73,38 @@ def train(
     if acc.is_main_process:
         init_wandb(acc, cfg, recipe, run.run_dir.path, wandb)
     bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
-    stats, pad = StepStats.zeros(acc.device, bad_run), run.tokenizer.pad_token_id
+    stats = StepStats.restored(state.get("stats"), acc.device, bad_run)
+    pad = run.tokenizer.pad_token_id
     budget, t0 = budget_for(run, state, step), time.perf_counter()  # counters go on from state
     # a bar of steps on a terminal; in a log file (not a TTY) one line per logged step instead
     bar = tqdm(total=cfg.train.max_steps, initial=step,
                disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
     model.train()
     stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
-    while stopped_by is None:
-        micro = [next(batches) for _ in range(cfg.train.accumulate)]
-        with out_of_memory(cfg, step):
-            train_step(acc, model, run.optimizer, micro, pad, cfg.train.label_smoothing,
-                       cfg.train.clip_norm, stats)  # fmt: skip
-        run.scheduler.step()
-        step += 1
-        bar.update(1)
-        budget.count_step()  # on the host, from the sampler's batches: no sync
-        stopped_by = budget.stop_reason(step)
-        may_save = step % cfg.train.eval_every == 0 or step % cfg.train.save_every == 0
-        may_save = may_save or stopped_by is not None
-        # sums are flushed at every step that may checkpoint, so a resumed run logs the
-        # same records as an uninterrupted one; this is the loop's only host sync
-        if step % cfg.train.log_every == 0 or may_save:
-            record = log_step(run, step, stats, time.perf_counter() - t0, bar, budget)
-            stats, t0 = StepStats.zeros(acc.device, stats.bad_run), time.perf_counter()
-            acc.log(record, step=step)
-            if log:
-                log.write(record)
-            if record["bad_run"] >= cfg.train.max_nonfinite:
-                raise T2Error(f"{record['bad_run']} non-finite losses in a row at step {step}; "
-                              f"{_good_checkpoint(run.run_dir)}: lower train.max_lr or set "
-                              f"train.clip_norm")  # fmt: skip
-        if may_save:
-            best, stopped_by = evaluate_and_save(
-                run, step, best, log, stopped_by, record["bad_run"], budget
-            )
+    with Preemption() as preempt:  # SIGTERM, SIGUSR1: a checkpoint, then stop
+        while stopped_by is None:
+            micro = [next(batches) for _ in range(cfg.train.accumulate)]
+            with out_of_memory(cfg, step):
+                train_step(acc, model, run.optimizer, micro, pad, cfg.train.label_smoothing,
+                           cfg.train.clip_norm, stats)  # fmt: skip
+            run.scheduler.step()
+            step += 1
+            bar.update(1)
+            budget.count_step()  # on the host, from the sampler's batches: no sync
+            stopped_by = budget.stop_reason(step)
+            may_save = step % cfg.train.eval_every == 0 or step % cfg.train.save_every == 0
+            may_save = may_save or stopped_by is not None
+            # sums are flushed at every step that may checkpoint, so a resumed run logs the
+            # same records as an uninterrupted one; this is the loop's only host sync
+            if step % cfg.train.log_every == 0 or may_save:
+                record = flush(run, step, stats, time.perf_counter() - t0, bar, budget, log)
+                stats, t0 = StepStats.zeros(acc.device, stats.bad_run), time.perf_counter()
+            if may_save:
+                best, stopped_by = evaluate_and_save(
+                    run, step, best, log, stopped_by, record["bad_run"], budget
+                )
+            if stopped_by is None and preempt.requested(step, acc, cfg.train.log_every):
+                preempt.finish(step, save_now(run, step, best, stats, budget))
     bar.close()
     return run, budget.outcome(stopped_by, step)
 
@@ -124,6 +122,34 @@ def out_of_memory(cfg: Config, step: int) -> Iterator[None]:
             f"lower it (e.g. --set data.max_tokens={max(tokens // 2, 1)} "
             f"--set train.accumulate={2 * acc}) or data.max_tokens_per_sentence"
         ) from None
+
+
+def flush(run: Run, step: int, stats: StepStats, seconds: float, bar: Any, budget: Budget,
+          log: MetricsLog | None) -> dict[str, Any]:  # fmt: skip
+    """Log the sums since the last logged step; stop a run of too many non-finite losses."""
+    record = log_step(run, step, stats, seconds, bar, budget)
+    run.accelerator.log(record, step=step)
+    if log:
+        log.write(record)
+    if record["bad_run"] >= run.cfg.train.max_nonfinite:
+        raise T2Error(f"{record['bad_run']} non-finite losses in a row at step {step}; "
+                      f"{_good_checkpoint(run.run_dir)}: lower train.max_lr or set "
+                      f"train.clip_norm")  # fmt: skip
+    return record
+
+
+def save_now(run: Run, step: int, best: list | None, stats: StepStats, budget: Budget) -> Path:
+    """A checkpoint of `step` unless it has one, with the running sums not yet logged (so a
+    resumed run logs what an uninterrupted one would): the preempted run's last act."""
+    acc, ckpt = run.accelerator, run.run_dir.checkpoint(step)
+    if ckpt not in run.run_dir.checkpoints():
+        state = training_state(run, step, best, int(stats.bad_run.item()), budget.state())
+        state["stats"] = stats.state()
+        if acc.is_main_process:
+            save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), run.cfg, state,
+                            run.cfg.train.keep_last, world_size=acc.num_processes)  # fmt: skip
+        acc.wait_for_everyone()
+    return ckpt
 
 
 def _good_checkpoint(run_dir: RunDir) -> str:

@@ -32,6 +32,20 @@ class StepStats:
         z = lambda: torch.zeros((), device=device)  # noqa: E731
         return cls(z(), z(), z(), z() if bad_run is None else bad_run)
 
+    @classmethod
+    def restored(cls, saved: dict[str, float] | None, device: torch.device,
+                 bad_run: Tensor) -> StepStats:  # fmt: skip
+        """The sums a checkpoint between two logging steps saved (state()), else zeros."""
+        stats = cls.zeros(device, bad_run)
+        for name, value in (saved or {}).items():
+            getattr(stats, name).fill_(value)
+        return stats
+
+    def state(self) -> dict[str, float]:
+        """The sums since the last logged step (a host read: checkpoints only)."""
+        return {"loss": self.loss.item(), "tokens": self.tokens.item(),
+                "skipped": self.skipped.item()}  # fmt: skip
+
 
 def train_step(
     accelerator: Accelerator,
