@@ -173,3 +173,37 @@ def test_no_module_outside_the_owner_builds_a_path_inside_a_run_directory():
         if pattern.search(line)
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize("fault", [
+    RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed "
+                 "writing file data/3: file write failed"),  # torch.save's, as on a full disk
+    OSError(28, "No space left on device"),
+])  # fmt: skip
+def test_a_full_disk_while_saving_is_one_line_naming_the_intact_checkpoint(
+    tmp_path, monkeypatch, fault
+):
+    run = RunDir(tmp_path)
+    first = _save(run, 3, keep_last=3)
+
+    def full(*args, **kwargs):
+        raise fault
+
+    monkeypatch.setattr("t2.rundir.store.torch.save", full)
+    with pytest.raises(CheckpointError) as caught:
+        _save(run, 6, keep_last=3)
+    message = str(caught.value)
+    assert "no space left on the device" in message and "step-0000006" in message
+    assert f"{first} is intact" in message and "\n" not in message
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-0000003"]
+    assert run.latest() == first and load_training_state(first)["step"] == 3
+
+
+def test_another_fault_while_saving_is_not_called_a_full_disk(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("some other failure")
+
+    monkeypatch.setattr("t2.rundir.store.torch.save", broken)
+    with pytest.raises(RuntimeError, match="some other failure"):
+        _save(RunDir(tmp_path), 1, keep_last=3)
+    assert list((tmp_path / "checkpoints").iterdir()) == []

@@ -8,6 +8,7 @@ Weights load through safetensors and the training state with `weights_only=True`
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import shutil
 from pathlib import Path
@@ -85,9 +86,20 @@ def save_checkpoint(
         shutil.rmtree(stale, ignore_errors=True)
     final = run.checkpoint(step)
     tmp = final.with_name(f".tmp-{final.name}")
-    tmp.mkdir()
     meta = new_meta(world_size, step=step)
-    write_folder(tmp, unique_state(model), cfg.to_yaml(), meta, state)
+    try:
+        tmp.mkdir()
+        write_folder(tmp, unique_state(model), cfg.to_yaml(), meta, state)
+    except (OSError, RuntimeError) as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _out_of_space(err):
+            raise
+        intact = run.latest()
+        kept = f"{intact} is intact" if intact else "no earlier checkpoint exists"
+        raise CheckpointError(
+            f"no space left on the device of {run.path} while writing checkpoint "
+            f"{final.name}; {kept}: free space (or lower train.keep_last) and --resume"
+        ) from None
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
@@ -99,6 +111,15 @@ def save_checkpoint(
         if old != best_now:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _out_of_space(err: BaseException) -> bool:
+    """A full disk, as the OS reports it (ENOSPC, EDQUOT) or as PyTorch's serializer does
+    (a RuntimeError from its stream writer: "file write failed")."""
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    text = str(err)
+    return "file write failed" in text or "No space left" in text
 
 
 def verified(ckpt: Path, name: str) -> Path:
