@@ -235,3 +235,28 @@ def test_a_preempted_run_saves_its_step_and_resumes_to_the_uninterrupted_log(tmp
     want, got = final_weights(tmp_path / "full"), final_weights(run)
     for key in want:
         torch.testing.assert_close(got[key], want[key], msg=key)
+
+
+@pytest.mark.slow
+def test_resume_names_a_checkpoint_and_a_damaged_one_is_not_called_format_1(tmp_path):
+    """A checkpoint whose meta.json is gone, in a run that has one, is damaged (not format
+    1): one line naming a checkpoint to continue from; --resume STEP continues from it,
+    sets the later one aside, and ends as an uninterrupted run; bad names fail in one line."""
+    from test_train_runs import assert_same_log, losses
+
+    run = tmp_path / "run"
+    train(tmp_path / "full")
+    train(run)
+    (run / "checkpoints" / "step-0000006" / "meta.json").unlink()
+    damaged = train(run, "--resume", check=False)
+    assert damaged.returncode == 2 and damaged.stderr.count("\n") == 1, damaged.stderr[-2000:]
+    assert "step-0000006 has no meta.json: it was damaged" in damaged.stderr
+    assert "continue with --resume 3" in damaged.stderr and "format 1" not in damaged.stderr
+    for spec, message in (("99", "complete ones are at steps 3, 6"),
+                          (str(tmp_path), "is not a checkpoint of")):  # fmt: skip
+        bad = train(run, "--resume", spec, check=False)
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr[-2000:]
+    resumed = train(run, "--resume", "3")
+    assert "set aside the later step-0000006" in resumed.stdout
+    assert (run / "checkpoints" / ".abandoned-step-0000006").is_dir()
+    assert_same_log(losses(run), losses(tmp_path / "full"))

@@ -19,7 +19,11 @@ HELP = "train a recipe (CPU, GPU, torchrun, accelerate launch); --resume continu
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_recipe_arguments(parser)
     parser.add_argument("--out", type=Path, help="run directory (default: runs/RECIPE)")
-    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    parser.add_argument(
+        "--resume", nargs="?", const="latest", metavar="STEP|CHECKPOINT",
+        help="continue from the latest checkpoint, or from the one of STEP or at CHECKPOINT "
+             "(the later ones are set aside as checkpoints/.abandoned-step-N)",
+    )  # fmt: skip
     parser.add_argument(
         "--wandb", choices=["online", "offline", "disabled"], default="offline",
         help="W&B logging mode (default offline: no account needed)",

@@ -168,6 +168,7 @@ def read_meta(folder: Path) -> dict[str, Any]:
     """A run's or checkpoint's meta.json, its format checked; format 1 had none."""
     path = Path(folder) / META
     if not path.is_file():
+        _missing_in_a_current_run(Path(folder))
         return {"format": 1, "t2": "0.1"}
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
@@ -189,6 +190,17 @@ def read_meta(folder: Path) -> dict[str, Any]:
             f"{FIRST_READABLE} to {FORMAT}: load it with the t2 {meta.get('t2', '?')} that wrote it"
         )
     return meta
+
+
+def _missing_in_a_current_run(folder: Path) -> None:
+    """A checkpoint without meta.json in a run that has one was damaged, not written by
+    format 1 (which had none anywhere): say so, and name a checkpoint to resume from."""
+    if folder.parent.name != CHECKPOINTS or not (folder.parent.parent / META).is_file():
+        return
+    others = [c for c in RunDir.of(folder).checkpoints() if c != folder]
+    instead = f"--resume {step_of(others[-1])}" if others else "a new run (no other checkpoint)"
+    raise CheckpointError(f"{folder} has no {META}: it was damaged after it was written; "
+                          f"continue with {instead}")  # fmt: skip
 
 
 def write_json(path: Path, record: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from t2.rundir import load_weights, resolve
 
 
 def run_training(
-    cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str
+    cfg: Config, recipe: str, run_dir: Path, resume: bool | str | None, wandb: str
 ) -> dict[str, Any]:
     from t2.train.loop import _loader_for, train, write_results
     from t2.train.validate import final_evaluation

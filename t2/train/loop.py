@@ -17,6 +17,7 @@ from t2.config import Config
 from t2.data.batching import Batches
 from t2.errors import T2Error
 from t2.rundir import RunDir, save_checkpoint, write_json
+from t2.rundir.resume import resume_point, set_aside_after
 from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
 from t2.train.compiling import compiled_graphs
@@ -56,12 +57,13 @@ def is_better(record: dict[str, Any], best: list | None, metric: str) -> tuple[b
 
 
 def train(
-    cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str
+    cfg: Config, recipe: str, run_dir: Path, resume: bool | str | None, wandb: str
 ) -> tuple[Run, dict[str, Any]]:
-    """Train until the first stop rule holds (t2.train.budget): the run, and how it ended."""
-    run = build_run(cfg, recipe, Path(run_dir), resume, wandb)
+    """Train until the first stop rule holds (t2.train.budget): the run, and how it ended.
+    `resume`: True or "latest", a step or a checkpoint path (t2.rundir.resume)."""
+    run = build_run(cfg, recipe, Path(run_dir), bool(resume), wandb)
     acc, cfg, model = run.accelerator, run.cfg, run.model
-    ckpt = run.run_dir.latest() if resume else None
+    ckpt = start_from(run, resume)
     state = restore(run, ckpt) if ckpt else {}
     step, best = state.get("step", 0), state.get("best")
     batches = Batches(run.loader)  # its loader has an RNG of its own (make_loader)
@@ -122,6 +124,21 @@ def out_of_memory(cfg: Config, step: int) -> Iterator[None]:
             f"lower it (e.g. --set data.max_tokens={max(tokens // 2, 1)} "
             f"--set train.accumulate={2 * acc}) or data.max_tokens_per_sentence"
         ) from None
+
+
+def start_from(run: Run, resume: bool | str | None) -> Path | None:
+    """The checkpoint to resume from; a named earlier one sets the later ones aside."""
+    ckpt = resume_point(run.run_dir, resume)
+    if ckpt is not None and resume not in (True, "latest"):
+        run.accelerator.wait_for_everyone()  # every process has chosen before any renames
+        if run.accelerator.is_main_process:
+            later = set_aside_after(run.run_dir, ckpt)
+            if later:
+                names = ", ".join(c.name for c in later)
+                print(f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*",
+                      flush=True)  # fmt: skip
+        run.accelerator.wait_for_everyone()
+    return ckpt
 
 
 def flush(run: Run, step: int, stats: StepStats, seconds: float, bar: Any, budget: Budget,
