@@ -95,12 +95,14 @@ def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(tmp_path
 @pytest.mark.slow
 def test_two_processes_resumed_on_one_accumulating_two_match_two_throughout(tmp_path):
     """The data position is global: 1 process x accumulate 2 takes the very batches that 2
-    processes had left, in the same steps (dropout is off in TINY: ranks share a seed)."""
+    processes had left, in the same steps, and with dropout on the same masks: a batch's
+    random draws follow its place in the global list, not the process (ShapedBatch.seed)."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc-per-node", "2"]  # fmt: skip
-    train(tmp_path / "ddp", launcher=torchrun)
-    train(tmp_path / "cut", "--set", "train.max_steps=3", launcher=torchrun)
-    result = train(tmp_path / "cut", "--resume", "--set", "train.accumulate=2")
+    dropout = ("--set", "model.dropout=0.1")
+    train(tmp_path / "ddp", *dropout, launcher=torchrun)
+    train(tmp_path / "cut", *dropout, "--set", "train.max_steps=3", launcher=torchrun)
+    result = train(tmp_path / "cut", *dropout, "--resume", "--set", "train.accumulate=2")
     assert "batches per step" not in result.stdout  # 2 x 1 and 1 x 2: the same per step
     assert_same_log(losses(tmp_path / "cut"), losses(tmp_path / "ddp"))
     ddp, cut = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "cut")

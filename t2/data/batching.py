@@ -30,10 +30,18 @@ MOST_BOUNDARIES = 32  # per side; the shape limit usually binds well before
 
 
 class ShapedBatch(list):
-    """A batch's pair indices and the (source, target) lengths it is padded to (None: its
-    longest); what a bucketed sampler hands the loader, picklable for worker processes."""
+    """A batch's pair indices, the (source, target) lengths it is padded to (None: its
+    longest) and its random seed, which follows the batch's place in the epoch's global
+    list, not the process that trains it; picklable for worker processes."""
 
     lengths: tuple[int, int] | None = None
+    seed: int | None = None
+
+
+def batch_seed(seed: int, epoch: int, index: int) -> int:
+    """The seed of global batch `index` of `epoch`: dropout's draws for it are the same on
+    any number of processes and accumulation steps (train_step seeds from it)."""
+    return int(np.random.SeedSequence([seed, epoch, index]).generate_state(1, np.uint64)[0] >> 1)
 
 
 class BatchSampler:
@@ -182,7 +190,7 @@ class BatchSampler:
         for i in range(self.position + self.rank, len(batches), self.world_size):
             self.epoch, self.position = epoch, i - self.rank + self.world_size
             batch = ShapedBatch(batches[i].tolist())
-            batch.lengths = lengths[i]
+            batch.lengths, batch.seed = lengths[i], batch_seed(self.seed, epoch, i)
             yield batch
         self.epoch, self.position = epoch + 1, 0  # the next pass reshuffles
 
@@ -231,7 +239,8 @@ def _greedy_bounds(sizes: list[int], max_tokens: int) -> list[int]:
 
 
 def collate(
-    examples: list[dict], pad_id: int, lengths: tuple[int, int] | None = None
+    examples: list[dict], pad_id: int, lengths: tuple[int, int] | None = None,
+    seed: int | None = None,
 ) -> dict[str, torch.Tensor]:
     """Right-padded int64 tensors: src (B, S), tgt_in = tgt[:-1] and tgt_out = tgt[1:] (B, T);
     S and T + 1 are `lengths` (a bucket's) when given, else the longest row's."""
@@ -239,11 +248,14 @@ def collate(
     src, _ = _pad([e["src_ids"] for e in examples], pad_id, src_len)
     tgt, mask = _pad([e["tgt_ids"] for e in examples], pad_id, tgt_len)  # (B, T + 1)
     tgt_in = np.where(mask[:, 1:], tgt[:, :-1], pad_id)  # each row's EOS is not an input
-    return {
+    out = {
         "src": torch.from_numpy(src),
         "tgt_in": torch.from_numpy(tgt_in),
         "tgt_out": torch.from_numpy(np.ascontiguousarray(tgt[:, 1:])),
     }
+    if seed is not None:  # the batch's random seed (ShapedBatch.seed), read by train_step
+        out["seed"] = torch.tensor(seed, dtype=torch.int64)
+    return out
 
 
 def _pad(rows: list[list[int]], pad_id: int, width: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -262,9 +274,9 @@ class _Collate:
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
 
-    def __call__(self, fetched: tuple[tuple[int, int] | None, list[dict]]) -> dict[str, Any]:
-        lengths, examples = fetched
-        return collate(examples, self.pad_id, lengths)
+    def __call__(self, fetched: tuple[Any, Any, list[dict]]) -> dict[str, Any]:
+        lengths, seed, examples = fetched
+        return collate(examples, self.pad_id, lengths, seed)
 
 
 class _Pairs(torch.utils.data.Dataset):
@@ -280,8 +292,9 @@ class _Pairs(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> dict:
         return self.ds[i]
 
-    def __getitems__(self, batch: list[int]) -> tuple[tuple[int, int] | None, list[dict]]:
-        return getattr(batch, "lengths", None), self.ds.__getitems__(list(batch))
+    def __getitems__(self, batch: list[int]) -> tuple[Any, Any, list[dict]]:
+        lengths, seed = getattr(batch, "lengths", None), getattr(batch, "seed", None)
+        return lengths, seed, self.ds.__getitems__(list(batch))
 
 
 class ResumableLoader(DataLoader):

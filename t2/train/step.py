@@ -58,7 +58,9 @@ def train_step(
     stats: StepStats,
 ) -> None:
     device = accelerator.device
-    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in micro_batches]
+    seeds = [int(b["seed"]) if "seed" in b else None for b in micro_batches]  # host tensors
+    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items() if k != "seed"}
+               for b in micro_batches]  # fmt: skip
     # target tokens of the whole step, counted and reduced on the device: no host round trip
     local_tokens = torch.stack([b["tgt_out"].ne(pad_id).sum() for b in batches]).sum().float()
     total = accelerator.reduce(local_tokens.clone(), "sum")
@@ -67,6 +69,8 @@ def train_step(
     for i, batch in enumerate(batches):
         last = i == len(batches) - 1
         sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
+        if seeds[i] is not None:  # dropout follows the global batch, not the process
+            torch.manual_seed(seeds[i])
         with sync:
             with accelerator.autocast():  # the projection in bf16 (t2.train.setup.prepare_model)
                 loss, _ = model(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
