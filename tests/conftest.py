@@ -41,3 +41,14 @@ def toy(tmp_path_factory):
 
     with one_thread():
         return toy_run(tmp_path_factory.mktemp("toy"))
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """One uninterrupted quickstart run of test_train_runs.TINY (6 steps, checkpoints at 3
+    and 6), trained once for the tests that compare a resumed or changed run against it."""
+    from test_train_runs import train
+
+    run = tmp_path_factory.mktemp("tiny") / "run"
+    train(run)
+    return run

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 import yaml
-from test_train_runs import ENV, ROOT, train
+from test_train_runs import ENV, ROOT
 
 from t2.config import Config
 from t2.errors import ConfigError, T2Error
@@ -130,28 +130,6 @@ def test_the_dry_run_plans_for_a_device_and_prints_a_recipe_of_plain_numbers(tmp
     alone = subprocess.run([*cmd[:6], "--processes", "8"], capture_output=True, text=True,
                            env=ENV, cwd=ROOT)  # fmt: skip
     assert alone.returncode == 2 and "plan a --dry-run" in alone.stderr
-
-
-PLANNED = ["--set", "data.max_tokens=auto", "--set", "train.accumulate=auto",
-           "--set", "train.global_batch=800"]  # fmt: skip
-
-
-@pytest.mark.slow
-def test_a_planned_run_writes_its_numbers_and_resumes_on_fewer_processes(tmp_path) -> None:
-    """2 processes plan 2 x 1 x 400 tokens; resumed on 1, the run keeps its 400-token
-    micro-batch and accumulates 2: the loss log of an uninterrupted 2-process run."""
-    from test_train_runs import assert_same_log, losses
-
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc-per-node", "2"]  # fmt: skip
-    ddp = train(tmp_path / "ddp", *PLANNED, launcher=torchrun)
-    assert "batch plan: 2 processes x 1 micro-batch x 400 tokens" in ddp.stdout
-    saved = yaml.safe_load((tmp_path / "ddp" / "config.yaml").read_text())
-    assert (saved["data"]["max_tokens"], saved["train"]["accumulate"]) == (400, 1)
-    train(tmp_path / "cut", *PLANNED, "--set", "train.max_steps=3", launcher=torchrun)
-    resumed = train(tmp_path / "cut", *PLANNED, "--resume")
-    assert "1 process x 2 micro-batches x 400 tokens" in resumed.stdout
-    assert_same_log(losses(tmp_path / "cut"), losses(tmp_path / "ddp"))
 
 
 def test_a_run_saved_before_buckets_resumes_with_its_batching_named(tmp_path) -> None:

@@ -177,16 +177,16 @@ def test_non_finite_steps_stop_the_run_even_when_logging_more_often(tmp_path):
 
 @pytest.mark.slow
 def test_compiled_layers_compile_each_shape_once_and_train_as_eager(tmp_path):
-    """train.compile with 3 bucket shapes over ~3 epochs: the compiled graphs, logged at
+    """train.compile with 3 bucket shapes over ~2 epochs: the compiled graphs, logged at
     every step, stop growing within the first epoch, and the losses are eager's."""
-    sets = ["--set", "data.max_shapes=3", "--set", "train.max_steps=30",
-            "--set", "train.eval_every=30", "--set", "train.save_every=30"]  # fmt: skip
+    sets = ["--set", "data.max_shapes=3", "--set", "train.max_steps=20",
+            "--set", "train.eval_every=20", "--set", "train.save_every=20"]  # fmt: skip
     train(tmp_path / "eager", *sets)
     train(tmp_path / "compiled", *sets, "--set", "train.compile=true",
           "--set", "train.compile_backend=aot_eager")  # fmt: skip
     records = [r for r in read_metrics(tmp_path / "compiled") if "compiles" in r]
     compiles = [r["compiles"] for r in records]
-    assert len(compiles) == 30 and 0 < compiles[9] == compiles[-1], compiles
+    assert len(compiles) == 20 and 0 < compiles[9] == compiles[-1], compiles
     assert compiles[-1] <= 2 * 2 * 4  # (forward, backward) x (encoder, decoder) x shapes
     eager, compiled = losses(tmp_path / "eager"), losses(tmp_path / "compiled")
     assert [s for s, _ in compiled] == [s for s, _ in eager]
@@ -194,12 +194,12 @@ def test_compiled_layers_compile_each_shape_once_and_train_as_eager(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy(tmp_path):
+def test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy(tmp_path, tiny_run):
     """data.tokenizer=OTHER_RUN/tokenizer: the new run directory is made, holds a copy of
     the tokenizer, and translates from another folder after the original is gone."""
     import shutil
 
-    train(tmp_path / "first")
+    shutil.copytree(tiny_run / "tokenizer", tmp_path / "first" / "tokenizer")
     train(tmp_path / "second", "--set", f"data.tokenizer={tmp_path / 'first' / 'tokenizer'}")
     copied = tmp_path / "second" / "tokenizer" / "tokenizer.json"
     assert copied.read_bytes() == (tmp_path / "first" / "tokenizer" / "tokenizer.json").read_bytes()

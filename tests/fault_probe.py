@@ -1,0 +1,74 @@
+"""Probe the faults a training run meets (docs/run-directory.md, "Faults a run meets"):
+
+    python tests/fault_probe.py
+
+runs the tests that exercise each fault as a user meets it (tiny quickstart trainings
+killed, signalled, run twice in one folder, given a full disk, a torn log, a NaN, a reused
+tokenizer, a damaged checkpoint, a changed number of processes, an interrupted translate)
+and prints one PASS or FAIL line per fault; the exit status is 1 if any failed. The test
+suite runs the same tests.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+FAULTS = {  # fault -> the test (file::function) that exercises it
+    "SIGKILL at any moment, inside a checkpoint write too":
+        "test_train_resume.py::test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result",
+    "SIGTERM / SIGUSR1: checkpoint, one line, requeue, exact resume":
+        "test_train_resume.py::test_a_preempted_run_saves_its_step_and_resumes_to_the_uninterrupted_log",
+    "two runs in one folder":
+        "test_train_resume.py::test_a_second_run_in_a_held_folder_is_refused_until_the_holder_ends",
+    "a full disk while a checkpoint is written":
+        "test_rundir.py::test_a_full_disk_while_saving_is_one_line_naming_the_intact_checkpoint",
+    "a metrics.jsonl line torn by a crash":
+        "test_train_resume.py::test_a_log_line_torn_by_a_crash_is_dropped_on_resume_and_a_damaged_log_refused",
+    "a NaN validation":
+        "test_train_runs.py::test_a_nan_validation_is_never_the_best_and_the_stop_message_is_true",
+    "a reused tokenizer":
+        "test_train_runs.py::test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy",
+    "a damaged checkpoint; resuming from a named one":
+        "test_train_resume.py::test_resume_names_a_checkpoint_and_a_damaged_one_is_not_called_format_1",
+    "2 processes resumed on 1, dropout on":
+        "test_train_resume.py::test_two_processes_resumed_on_one_accumulating_two_match_two_throughout",
+    "out of memory in a step":
+        "test_train_plan.py::test_out_of_memory_in_a_step_is_one_line_naming_the_micro_batch",
+    "an interrupted or failing translate --output":
+        "test_evaluation_translate.py::test_output_appears_under_its_name_only_when_complete",
+    "damaged, foreign or newer checkpoints":
+        "test_rundir.py::test_a_file_changed_after_it_was_written_is_refused",
+}  # fmt: skip
+
+
+class Outcomes:
+    """Each test's worst outcome over its parametrizations and phases."""
+
+    def __init__(self) -> None:
+        self.failed: dict[str, bool] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        test = report.nodeid.split("[")[0].removeprefix("tests/")
+        self.failed[test] = self.failed.get(test, False) or report.failed
+
+
+def main() -> int:
+    outcomes = Outcomes()
+    ids = [str(HERE / test) for test in FAULTS.values()]
+    pytest.main(["-q", "--no-header", "-p", "no:cacheprovider", "--tb=line", *ids],
+                plugins=[outcomes])  # fmt: skip
+    failures = 0
+    for fault, test in FAULTS.items():
+        failed = outcomes.failed.get(test)
+        verdict = "PASS" if failed is False else "FAIL"
+        failures += verdict == "FAIL"
+        print(f"{verdict}  {fault}" + ("" if failed is not None else "  (the test did not run)"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
