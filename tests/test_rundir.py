@@ -207,3 +207,17 @@ def test_another_fault_while_saving_is_not_called_a_full_disk(tmp_path, monkeypa
     with pytest.raises(RuntimeError, match="some other failure"):
         _save(RunDir(tmp_path), 1, keep_last=3)
     assert list((tmp_path / "checkpoints").iterdir()) == []
+
+
+def test_the_fault_probe_names_tests_that_exist():
+    """tests/fault_probe.py runs tests by name: each must be there (a rename would make the
+    probe report a fault as not run)."""
+    import importlib.util
+
+    path = Path(__file__).parent / "fault_probe.py"
+    spec = importlib.util.spec_from_file_location("fault_probe", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    for test in probe.FAULTS.values():
+        file, name = test.split("::")
+        assert f"def {name}(" in (Path(__file__).parent / file).read_text(), test
