@@ -1,10 +1,12 @@
-"""Files that appear under their final name only when complete (fairseq's and every
-careful tool's rule): written beside it under a hidden name, then renamed over it."""
+"""Files and folders that appear under their final name only when complete (fairseq's and
+every careful tool's rule): written beside it under a hidden name, then renamed over it.
+The one owner of that rule for text outputs and whole folders."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,3 +26,19 @@ def atomic_text(path: str | Path) -> Iterator[TextIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A new folder to fill that replaces `path` when the block ends without an error; an
+    error or an interruption leaves `path` as it was and no temporary folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}-", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        tmp.rename(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing left once renamed

@@ -10,7 +10,7 @@ import torch
 from t2.config import Config
 from t2.model.summary import count_parameters
 from t2.model.transformer import Transformer
-from t2.train.plan import Device, planned, vocabulary
+from t2.train.plan import Device, local_device, mixed, plan_batches, resolved, vocabulary
 
 
 def _gib(n: int) -> str:
@@ -24,9 +24,10 @@ def describe(cfg: Config, recipe: str, processes: int = 1, device: Device | None
     model_cfg = dataclasses.replace(cfg.model, vocab_size=vocab)
     with torch.device("meta"):  # shapes only: no memory, no initialisation cost
         counts = count_parameters(Transformer(model_cfg))
-    cfg, plan = planned(cfg, processes, device)
+    plan = plan_batches(cfg, processes, device or local_device(), counts["total"])
+    cfg = resolved(cfg, plan)
     mem = plan.estimate
-    precision = "16-bit" if plan_mixed(cfg, plan) else "fp32"
+    precision = "16-bit" if mixed(cfg, plan.device) else "fp32"
     tokens = plan.max_tokens or cfg.data.batch_size * cfg.data.max_tokens_per_sentence
     figures = [
         plan.line(),
@@ -45,9 +46,3 @@ def describe(cfg: Config, recipe: str, processes: int = 1, device: Device | None
     lines = [f"# recipe: {recipe}", cfg.to_yaml().rstrip(), "", *(f"# {f}" for f in figures)]
     return "\n".join(lines)
 
-
-def plan_mixed(cfg: Config, plan) -> bool:  # noqa: ANN001  (a BatchPlan)
-    from t2.train.setup import mixed_precision
-
-    cuda = plan.device.kind == "cuda"
-    return mixed_precision(cfg.train.mixed_precision, cuda, quiet=True) != "no"

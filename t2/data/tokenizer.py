@@ -16,6 +16,7 @@ import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from t2.atomic import atomic_folder
 from t2.config import DataConfig
 from t2.data.pipeline import load_pairs
 from t2.errors import DataError
@@ -145,14 +146,9 @@ def prepare_tokenizer(
 
 
 def copy_folder(source: Path, target: Path) -> None:
-    """`source`'s files as `target`, whole or not at all: copied beside it, then renamed."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
-        staged = Path(tmp) / target.name
-        shutil.copytree(source, staged)
-        if target.exists():
-            shutil.rmtree(target)
-        staged.rename(target)
+    """`source`'s files as `target`, whole or not at all (t2.atomic)."""
+    with atomic_folder(target) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
 
 
 def both_sides(pairs: datasets.Dataset) -> Iterator[str]:

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +14,7 @@ from safetensors.torch import save_file
 from transformers import PreTrainedTokenizerFast
 
 from t2 import __version__
+from t2.atomic import atomic_folder
 from t2.config import Config, DecodeConfig
 from t2.errors import CheckpointError, ConfigError
 from t2.model.transformer import Transformer
@@ -155,9 +154,7 @@ def save_pretrained(
             f"tokenizer of {len(tokenizer)} tokens for a model of vocabulary "
             f"{cfg.model.vocab_size}; pass the tokenizer the model was trained with"
         )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{folder.name}-", dir=folder.parent))
-    try:
+    with atomic_folder(folder) as tmp:
         state = {k: v.detach().contiguous().cpu() for k, v in unique_state(model).items()}
         save_file(state, str(tmp / WEIGHTS), metadata={"format": "pt"})
         text = json.dumps(config_record(cfg, source), indent=2) + "\n"
@@ -165,10 +162,4 @@ def save_pretrained(
         tokenizer.save_pretrained(tmp)
         if card is not None:
             (tmp / CARD).write_text(card, encoding="utf-8")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if folder.exists():
-        shutil.rmtree(folder)
-    tmp.rename(folder)
     return folder

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from t2.atomic import atomic_folder
 from t2.config import Config, ModelConfig
 from t2.errors import CheckpointError, T2Error
 from t2.model.positional import sinusoid_table
@@ -240,18 +239,11 @@ def export_run(
         raise ExportError(f"--out {out} exists and is not a t2 export; pass a new folder")
     model, cfg, tokenizer, ckpt = load_run(path, average_last, "cpu")
     check_exportable(cfg.model)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with atomic_folder(out) as tmp:
         save_spec(model, cfg, tokenizer, str(tmp), quant)
         tokenizer.save_pretrained(str(tmp))
         record = _export_record(cfg, ckpt, quant)
         (tmp / EXPORT_META).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

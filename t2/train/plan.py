@@ -88,12 +88,17 @@ class BatchPlan:
                 f"{self.device.name}")  # fmt: skip
 
 
-def _estimate(cfg: Config, n_params: int, tokens: int, device: Device) -> MemoryEstimate:
+def mixed(cfg: Config, device: Device) -> bool:
+    """Whether a run of `cfg` on `device` keeps 16-bit activations (train.mixed_precision,
+    `auto` resolved for that device)."""
     from t2.train.setup import mixed_precision
 
-    mixed = mixed_precision(cfg.train.mixed_precision, device.kind == "cuda", quiet=True)
+    return mixed_precision(cfg.train.mixed_precision, device.kind == "cuda", quiet=True) != "no"
+
+
+def _estimate(cfg: Config, n_params: int, tokens: int, device: Device) -> MemoryEstimate:
     longest = cfg.data.max_tokens_per_sentence + 2  # the planner assumes the longest pairs
-    return estimate_memory(cfg.model, n_params, tokens, longest, mixed != "no", device.kind)
+    return estimate_memory(cfg.model, n_params, tokens, longest, mixed(cfg, device), device.kind)
 
 
 def fit_tokens(cfg: Config, n_params: int, device: Device) -> int:

@@ -26,7 +26,7 @@ from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
 from t2.train.compiling import compile_layers
 from t2.train.optim import build_optimizer, build_scheduler
-from t2.train.plan import keep_saved, planned
+from t2.train.plan import keep_saved, local_device, mixed, planned
 
 
 def mixed_precision(choice: str, cuda: bool | None = None, quiet: bool = False) -> str:
@@ -124,12 +124,13 @@ def _loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, world: 
 
 def batch_cost(cfg: Config) -> Any:
     """A batch's activation memory by the memory model: the sampler runs the largest first."""
-    mixed = mixed_precision(cfg.train.mixed_precision, quiet=True) != "no"
-    kind = "cuda" if torch.cuda.is_available() else "cpu"
+    device = local_device()
+    sixteen = mixed(cfg, device)
 
     def cost(rows: int, src_len: int, tgt_len: int) -> float:
         longest = max(src_len, tgt_len)
-        return estimate_memory(cfg.model, 0, rows * longest, longest, mixed, kind).activations
+        return estimate_memory(cfg.model, 0, rows * longest, longest, sixteen,
+                               device.kind).activations  # fmt: skip
 
     return cost
 
@@ -216,7 +217,6 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
     if accelerator.is_main_process:
-        run.path.mkdir(parents=True, exist_ok=True)  # data.tokenizer: nothing made it yet
         run.config.write_text(cfg.to_yaml(), encoding="utf-8")
         write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
