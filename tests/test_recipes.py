@@ -9,6 +9,7 @@ import re
 import runpy
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,24 @@ def test_dry_run_counts_the_vocabulary_the_run_will_train():
         want = sum(p.numel() for p in Transformer(ModelConfig(**shapes)).parameters())
     assert f"# parameters: {want}\n" in out and "# vocabulary: 8000 (data.vocab_size" in out
     assert "#   embeddings: 2,048,000" in out  # 8000 x 256, tied
+
+
+def test_recipes_ship_in_the_wheel(tmp_path):
+    """A non-editable install (a wheel) carries the recipes: the package found outside the
+    checkout resolves every recipe the checkout has."""
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         str(ROOT), "-w", str(tmp_path / "wheel")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheel").glob("t2-*.whl")
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = "import t2.recipes as r; print(r.RECIPES_DIR); print(*r.recipe_names())"
+    env = {k: v for k, v in os.environ.items() if k != "T2_RECIPES"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, env={**env, "PYTHONPATH": str(site)}, check=True)  # fmt: skip
+    folder, names = out.stdout.splitlines()
+    assert Path(folder).is_relative_to(site)
+    assert names.split() == recipe_names()

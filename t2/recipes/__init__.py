@@ -1,4 +1,5 @@
-"""Recipes: YAML files in recipes/ that name a parent and change a few keys.
+"""Recipes: YAML files beside this module (package data, so an installed t2 has them; the
+checkout's top-level recipes/ links here) that name a parent and change a few keys.
 
 A recipe is resolved by merging its parent chain (base first), then `--set` overrides,
 then building the typed Config, which checks every key and choice.
@@ -16,7 +17,7 @@ import yaml
 from t2.config import Config, check_keys, load_yaml
 from t2.errors import ConfigError
 
-RECIPES_DIR = Path(os.environ.get("T2_RECIPES", Path(__file__).resolve().parent.parent / "recipes"))
+RECIPES_DIR = Path(os.environ.get("T2_RECIPES", Path(__file__).resolve().parent))
 
 
 def recipe_names() -> list[str]:
