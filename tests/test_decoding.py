@@ -63,7 +63,7 @@ def uncached_greedy(model: Transformer, src: torch.Tensor, max_len: int) -> list
     return out[1:]
 
 
-@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope"])
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi"])
 def test_cached_greedy_equals_uncached(positional):
     model = random_model(positional=positional, norm_position="pre")
     src = random_src(6, 40)

@@ -20,7 +20,8 @@ from t2.cli import main
 from t2.figures import capture_attention
 from t2.figures.draw import draw_positional
 from t2.figures.make import choose_checkpoint, token_labels
-from t2.model.attention import math_attention, record_attention, sdpa_attention
+from t2.model.attention import record_attention
+from t2.model.kernels import math_attention, sdpa_attention
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir
 

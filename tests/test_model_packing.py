@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from t2.model import attention
+from t2.model import kernels
 from t2.model.packing import Packing
 from t2.model.transformer import Transformer
 from t2.registry import ATTENTION, FFN, NORM, POSITIONAL
@@ -81,13 +81,13 @@ def test_every_combination_gives_the_padded_loss_and_gradients(
         assert (grads1[name] - expected).abs().max() <= tol, name
 
 
-@pytest.mark.parametrize("formula_max_keys", [attention.CPU_FORMULA_MAX_KEYS, 0])
+@pytest.mark.parametrize("formula_max_keys", [kernels.CPU_FORMULA_MAX_KEYS, 0])
 @pytest.mark.parametrize("kernel", ATTENTION.names())
 def test_every_attention_kernel_packs_alike_and_in_bf16(tiny_model_config, monkeypatch, kernel,
                                                         formula_max_keys):  # fmt: skip
     """Also with PyTorch's own scaled_dot_product_attention, which `sdpa` (and `flash_attn`
     without CUDA) hand short keys on a CPU to the explicit formula instead of."""
-    monkeypatch.setattr(attention, "CPU_FORMULA_MAX_KEYS", formula_max_keys)
+    monkeypatch.setattr(kernels, "CPU_FORMULA_MAX_KEYS", formula_max_keys)
     torch.manual_seed(0)
     model = Transformer(tiny_model_config(attention=kernel, positional="rope")).eval()
     for autocast in (False, True):

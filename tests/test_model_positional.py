@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from t2.errors import ConfigError
-from t2.model.positional import build_positional, rope_tables, sinusoid_table
+from t2.model.positional import alibi_slopes, build_positional, rope_tables, sinusoid_table
 from t2.registry import POSITIONAL
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -92,10 +92,12 @@ def test_every_scheme_is_identity_where_it_does_not_apply(name):
     x, q = torch.randn(2, 5, 16), torch.randn(2, 2, 5, 8)
     changed_embed = not torch.equal(pos.embed(x, 3), x)
     changed_rotate = not torch.equal(pos.rotate(q, 3), q)
-    assert not (changed_embed and changed_rotate)  # one interface, one place of action
-    known = {"none": (False, False), "rope": (False, True)}
-    known |= {"sinusoidal": (True, False), "learned": (True, False)}
-    assert (changed_embed, changed_rotate) == known[name]  # a new scheme says where it acts
+    biased = pos.attention_bias(5, 5, 0, x.device) is not None
+    assert sum((changed_embed, changed_rotate, biased)) <= 1  # one place of action
+    known = {"none": (False, False, False), "rope": (False, True, False)}
+    known |= {"sinusoidal": (True, False, False), "learned": (True, False, False)}
+    known |= {"alibi": (False, False, True)}
+    assert (changed_embed, changed_rotate, biased) == known[name]  # a new scheme says where
 
 
 @pytest.mark.parametrize("name", POSITIONAL.names())
@@ -110,3 +112,27 @@ def test_every_scheme_says_how_long_a_sequence_it_encodes(name):
         with pytest.raises(ConfigError, match="raise model.max_positions"):
             pos.embed(torch.zeros(1, 13, 16))
     assert (pos.max_length is not None) == (name == "learned")
+
+
+def test_alibi_slopes_are_the_papers():
+    """Press et al. 2022: 8 heads give 1/2, 1/4, ..., 1/256; 6 heads take 4's slopes, then
+    every other one of 8's (the authors' rule for head counts that are not powers of 2)."""
+    assert alibi_slopes(8) == [2.0**-i for i in range(1, 9)]
+    assert alibi_slopes(4) == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8]
+    assert alibi_slopes(6) == alibi_slopes(4) + [2.0**-1, 2.0**-3]
+
+
+def test_alibi_bias_is_minus_slope_times_distance_at_any_offset():
+    pos = build_positional("alibi", 32, 8, 16, 10000.0)  # 4 heads
+    slopes = torch.tensor(alibi_slopes(4))
+    full = pos.attention_bias(6, 6, 0, torch.device("cpu"))
+    assert full.shape == (1, 4, 6, 6)
+    for h, i, j in ((0, 5, 1), (3, 2, 4), (1, 3, 3)):
+        assert full[0, h, i, j].item() == pytest.approx(-slopes[h].item() * abs(i - j))
+    # one decoding step at position 5 over 6 cached keys: the last row of the full bias
+    torch.testing.assert_close(pos.attention_bias(1, 6, 5, torch.device("cpu")), full[:, :, 5:])
+    # no table: any length
+    assert (
+        pos.max_length is None
+        and pos.attention_bias(1, 500, 499, torch.device("cpu")).shape[-1] == 500
+    )

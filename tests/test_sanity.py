@@ -43,16 +43,16 @@ def test_default_set_is_base_every_one_swap_and_v2():
     for combo in swaps:  # exactly one axis differs from base
         assert sum(a != b for a, b in zip(combo.values(), BASE.values(), strict=True)) == 1
     registered = [POSITIONAL.names(), NORM.names(), FFN.names(), ["post", "pre"]]
-    assert len(swaps) == sum(len(names) - 1 for names in registered) == 8
-    assert len(set(combos)) == len(combos) == 10
+    assert len(swaps) == sum(len(names) - 1 for names in registered) == 9
+    assert len(set(combos)) == len(combos) == 11
 
 
 def test_cross_product_is_every_registered_combination():
     combos = cross_product()
     registered = [POSITIONAL.names(), NORM.names(), FFN.names(), ["post", "pre"]]
     assert set(combos) == {Combination(*v) for v in itertools.product(*registered)}
-    assert len(combos) == len(set(combos)) == 64
-    assert len({c.folder for c in combos}) == 64  # every run directory distinct
+    assert len(combos) == len(set(combos)) == 80
+    assert len({c.folder for c in combos}) == 80  # every run directory distinct
 
 
 @pytest.mark.parametrize(

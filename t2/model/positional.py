@@ -2,8 +2,9 @@
 
 Additive schemes (sinusoidal, learned) act on the scaled token embeddings in `embed`;
 rotary (RoPE) acts on queries and keys in `rotate` (one tensor) and `rotate_qkv` (the fused
-projection, which self-attention calls). The methods a scheme does not use are the
-identity, so attention never branches on a scheme's name.
+projection, which self-attention calls); ALiBi adds a bias to self-attention's scores
+(`attention_bias`). The methods a scheme does not use are the identity (no bias), so
+attention never branches on a scheme's name.
 
 RoPE and cross-attention: RoPE is applied to the self-attention of both stacks only.
 In cross-attention a query is a target position and a key a source position; their
@@ -11,6 +12,8 @@ offset i - j compares positions in two different sentences and carries no meanin
 (source and target lengths differ), so rotating them would inject a spurious relative
 bias. The source's order already reaches cross-attention through the encoder's own
 rotary self-attention, which is what RoFormer and later encoder-decoders with RoPE do.
+ALiBi's bias is a function of the same offset i - j, so it too applies to self-attention
+only, for the same reason.
 """
 
 from __future__ import annotations
@@ -47,6 +50,13 @@ class Positional(nn.Module):
     def rotate_qkv(self, qkv: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """qkv: (3, B, H, T, Dh) queries, keys and values; rotates queries and keys."""
         return qkv
+
+    def attention_bias(
+        self, n_queries: int, n_keys: int, offset: int, device: torch.device
+    ) -> torch.Tensor | None:
+        """An additive bias (1, H, Tq, Tk) for self-attention's scores of queries at
+        positions offset .. offset+Tq-1 over keys at 0 .. Tk-1; None: no bias."""
+        return None
 
 
 @POSITIONAL.register("none")
@@ -138,6 +148,38 @@ class RotaryPositional(Positional):
 
     def rotate_qkv(self, qkv: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return rotate_qk(qkv, *self.tables(offset, offset + qkv.shape[-2], qkv.dtype))
+
+
+def alibi_slopes(n_heads: int) -> list[float]:
+    """The heads' slopes, a geometric sequence starting at 2^(-8/n) with that ratio (Press et
+    al. 2022, section 3); for a head count that is not a power of two, those of the power
+    below, then every other slope of the power above, as the authors' code does."""
+    if n_heads & (n_heads - 1) == 0:
+        start = 2.0 ** (-8.0 / n_heads)
+        return [start ** (i + 1) for i in range(n_heads)]
+    below = 1 << (n_heads.bit_length() - 1)
+    return alibi_slopes(below) + alibi_slopes(2 * below)[0::2][: n_heads - below]
+
+
+@POSITIONAL.register("alibi")
+class AlibiPositional(Positional):
+    """Attention with linear biases, Press et al. 2022 (arXiv:2108.12409): no position
+    embeddings; head h adds -m_h * |i - j| to self-attention's score of query i and key j.
+    In the decoder the causal mask leaves j <= i, the paper's -m_h * (i - j); the encoder
+    sees keys on both sides, so the distance is symmetric. Extrapolates: no length limit."""
+
+    def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
+        super().__init__(d_model, d_head, max_positions, base)
+        slopes = torch.tensor(alibi_slopes(d_model // d_head))
+        self.register_buffer("slopes", slopes[:, None, None], False)  # (H, 1, 1)
+
+    def attention_bias(
+        self, n_queries: int, n_keys: int, offset: int, device: torch.device
+    ) -> torch.Tensor:
+        queries = torch.arange(offset, offset + n_queries, device=device)
+        keys = torch.arange(n_keys, device=device)
+        distance = (queries[:, None] - keys[None, :]).abs().float()  # (Tq, Tk)
+        return (-self.slopes.to(device) * distance)[None]  # (1, H, Tq, Tk)
 
 
 def build_positional(

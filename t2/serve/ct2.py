@@ -38,6 +38,8 @@ from t2.model.transformer import Transformer
 from t2.serve import QUANTIZATIONS
 
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
+# why a registered component has no mapping, where the reason is CTranslate2's
+UNEXPRESSED = {"alibi": "CTranslate2 has ALiBi in decoder-only models, not in encoders"}
 NORMS = {"layernorm": False, "rmsnorm": True}  # name -> rms_norm
 FFNS = {"relu": ("RELU", False), "gelu": ("GELU", False), "swiglu": ("SWISH", True),
         "geglu": ("GELU", True)}  # name -> (Activation member, ffn_glu); GELU is erf's  # fmt: skip
@@ -65,8 +67,9 @@ def check_exportable(cfg: ModelConfig) -> None:
         ("ffn", cfg.ffn, FFNS),
     ):
         if value not in known:
+            why = f"{UNEXPRESSED[value]}; " if value in UNEXPRESSED else ""
             raise ExportError(
-                f"model.{key}={value!r} has no CTranslate2 equivalent (exportable: "
+                f"model.{key}={value!r} has no CTranslate2 equivalent ({why}exportable: "
                 f"{', '.join(known)}); export a run with another model.{key}"
             )
     for key in ("n_encoder_layers", "n_decoder_layers"):

@@ -1,0 +1,162 @@
+"""Attention kernels, one registry entry each (model.attention): every one computes
+softmax(q k^T / sqrt(Dh) + bias + mask) v.
+
+A kernel takes q, k, v of shape (B, H, T, Dh), an optional key padding mask (B, Tk) with
+True at padding, a causal flag, the dropout probability and an optional additive `bias`
+broadcastable to (B, H, Tq, Tk) in float (a positional scheme's, such as ALiBi's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from t2.model.codepath import code_path
+from t2.registry import ATTENTION
+
+Tensor = torch.Tensor
+
+
+def _bool_mask(
+    key_padding: Tensor | None, causal: bool, tq: int, tk: int, device: torch.device
+) -> Tensor | None:
+    """A mask with True where attention is allowed, broadcastable to (B, H, Tq, Tk)."""
+    mask = None
+    if key_padding is not None:
+        mask = ~key_padding[:, None, None, :]  # (B, 1, 1, Tk)
+    if causal:  # bottom-right aligned: query i sees keys up to i + (Tk - Tq)
+        tri = torch.ones(tq, tk, dtype=torch.bool, device=device).tril(tk - tq)
+        mask = tri if mask is None else mask & tri
+    return mask
+
+
+# On a CPU, PyTorch's SDPA is slower than the explicit formula (`math_attention`: two
+# einsums and a softmax in the input's dtype) over up to 128 keys: its flash kernel is tiled
+# for long sequences, and its math backend upcasts bf16 to fp32. Measured on 2 cores, 8
+# heads of 64 (docs/performance.md): a training step (forward and backward) over 32 keys
+# takes 22.8 ms with flash in bf16, 12.6 with SDPA's math backend, 5.6 with the formula,
+# which also saves less (fp32: 12.5 / 8.6 / 8.0); a decoding step (one query, 128 rows)
+# over 32 keys 1,054 us with SDPA and 468 with the formula, but 159 against 295 over 4
+# keys, so single queries in float32 take the formula from 16 keys on. In bfloat16 SDPA's
+# single-query steps are 3-4x slower than the formula at every length (654 against 217 us
+# over 1 key, 1,919 against 468 over 16). From 256 keys SDPA wins.
+CPU_FORMULA_MAX_KEYS = 128
+CPU_FORMULA_MIN_KEYS_ONE_QUERY = 16  # float32; below 16 bits, from 1 key
+
+
+def _formula_is_faster(q: Tensor, k: Tensor) -> bool:
+    keys = k.shape[-2]
+    if code_path(q) != "cpu" or keys > CPU_FORMULA_MAX_KEYS:
+        return False
+    few_keys = keys < CPU_FORMULA_MIN_KEYS_ONE_QUERY and q.dtype == torch.float32
+    return q.shape[-2] > 1 or not few_keys
+
+
+# On CUDA, PyTorch (>= 2.11) runs a masked SDPA call on cuDNN's kernel first, which builds a
+# plan for every new (rows, query length, key length): ~11 ms of host time at the first
+# sight of each shape, measured on an H100 (torch.compile and CUDA graphs pay per shape as
+# well). t2 names the backends instead: flash (no mask: unpadded causal or full attention)
+# and memory-efficient (a padding mask), in that order, the math backend only where
+# neither applies; cuDNN only when asked for (`model.attention: sdpa_cudnn`).
+CUDA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH)
+CUDNN_FIRST = (SDPBackend.CUDNN_ATTENTION, *CUDA_BACKENDS)
+
+
+def _float_mask(key_padding: Tensor | None, causal: bool, bias: Tensor, q: Tensor,
+                tk: int) -> Tensor:  # fmt: skip
+    """The additive mask of a biased attention: `bias`, with -inf where attention is not
+    allowed, in q's dtype (SDPA's float attn_mask)."""
+    mask = _bool_mask(key_padding, causal, q.shape[-2], tk, q.device)
+    out = bias.to(q.dtype)
+    return out if mask is None else out.masked_fill(~mask, float("-inf"))
+
+
+def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool,
+          dropout_p: float, backends: tuple[SDPBackend, ...],
+          bias: Tensor | None) -> Tensor:  # fmt: skip
+    """F.scaled_dot_product_attention, on `backends` (in that order) on CUDA; a bias goes
+    in as a float mask (flash has none: the memory-efficient kernel takes it)."""
+    if bias is not None:
+        mask, is_causal = _float_mask(key_padding, causal, bias, q, k.shape[-2]), False
+    elif key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
+        mask, is_causal = None, causal
+    else:
+        mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
+        is_causal = False
+    chosen = sdpa_kernel(list(backends), set_priority=True)
+    with chosen if code_path(q) == "cuda" else contextlib.nullcontext():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                              is_causal=is_causal)  # fmt: skip
+
+
+@ATTENTION.register("sdpa")
+def sdpa_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float,
+    bias: Tensor | None = None,
+) -> Tensor:
+    """PyTorch's fused scaled_dot_product_attention: on CUDA its flash and memory-efficient
+    kernels (CUDA_BACKENDS), on a CPU the explicit formula where that is faster (at most
+    128 keys)."""
+    if _formula_is_faster(q, k):
+        return math_attention(q, k, v, key_padding, causal, dropout_p, bias)
+    return _sdpa(q, k, v, key_padding, causal, dropout_p, CUDA_BACKENDS, bias)
+
+
+@ATTENTION.register("sdpa_cudnn")
+def sdpa_cudnn_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float,
+    bias: Tensor | None = None,
+) -> Tensor:
+    """`sdpa` with cuDNN's kernel first on CUDA (it builds a plan per shape; with few
+    shapes, data.max_shapes, that cost is paid a bounded number of times)."""
+    if _formula_is_faster(q, k):
+        return math_attention(q, k, v, key_padding, causal, dropout_p, bias)
+    return _sdpa(q, k, v, key_padding, causal, dropout_p, CUDNN_FIRST, bias)
+
+
+def attention_weights(q: Tensor, k: Tensor, key_padding: Tensor | None, causal: bool,
+                      bias: Tensor | None = None) -> Tensor:  # fmt: skip
+    """The attention probabilities softmax(q k^T / sqrt(Dh) + bias + mask), (B, H, Tq, Tk)."""
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
+    mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(dim=-1)
+
+
+@ATTENTION.register("math")
+def math_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float,
+    bias: Tensor | None = None,
+) -> Tensor:
+    """The explicit formula, for reference: softmax(q k^T / sqrt(Dh) + bias + mask) v."""
+    weights = F.dropout(attention_weights(q, k, key_padding, causal, bias), p=dropout_p)
+    return torch.einsum("bhqk,bhkd->bhqd", weights, v)
+
+
+FLASH_ATTN_AVAILABLE = importlib.util.find_spec("flash_attn") is not None
+
+
+@ATTENTION.register("flash_attn")
+def flash_attention(
+    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float,
+    bias: Tensor | None = None,
+) -> Tensor:
+    """FlashAttention-2 (Dao 2023) when installed, on CUDA in 16-bit and without a padding
+    mask or bias (decoder self-attention); everything else falls back to PyTorch's SDPA."""
+    usable = FLASH_ATTN_AVAILABLE and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
+    if not usable or key_padding is not None or bias is not None:
+        return sdpa_attention(q, k, v, key_padding, causal, dropout_p, bias)
+    from flash_attn import flash_attn_func  # optional dependency: the flash extra
+
+    out = flash_attn_func(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dropout_p, causal=causal
+    )  # (B, T, H, Dh)
+    return out.transpose(1, 2)

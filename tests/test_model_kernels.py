@@ -1,0 +1,192 @@
+"""Attention kernels (t2.model.kernels): each registered kernel against the formula,
+softmax(q k^T / sqrt(Dh) + bias + mask) v, computed one query at a time in float64; the
+CPU's choice between SDPA and the formula; flash_attn's fallback; the CUDA backends."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import t2.model.kernels as kernels
+from t2.model.codepath import simulated
+from t2.registry import ATTENTION
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def _reference(q, k, v, key_padding, causal, bias=None):
+    """softmax(q k^T / sqrt(Dh) + bias) v, one query at a time, causal bottom-right aligned."""
+    B, H, Tq, Dh = q.shape  # noqa: N806
+    Tk = k.shape[-2]  # noqa: N806
+    out = torch.zeros_like(q)
+    for b in range(B):
+        for i in range(Tq):
+            allowed = torch.ones(Tk, dtype=torch.bool)
+            if key_padding is not None:
+                allowed &= ~key_padding[b]
+            if causal:
+                allowed[i + Tk - Tq + 1 :] = False
+            keys, values = k[b][:, allowed], v[b][:, allowed]  # (H, n, Dh)
+            scores = torch.einsum("hd,hnd->hn", q[b, :, i], keys) / math.sqrt(Dh)
+            if bias is not None:
+                scores = scores + bias[0, :, i, allowed].to(scores.dtype)
+            out[b, :, i] = torch.einsum("hn,hnd->hd", scores.softmax(-1), values)
+    return out
+
+
+def _qkv(tq=5, tk=5, dtype=torch.float32):
+    torch.manual_seed(0)
+    return [torch.randn(2, 3, t, 8, dtype=dtype) for t in (tq, tk, tk)]
+
+
+PADDING = torch.tensor([[False] * 5, [False, False, False, True, True]])
+CASES = {  # name: (tq, tk, key padding, causal)
+    "plain": (5, 5, None, False),
+    "padding": (5, 5, PADDING, False),
+    "causal": (5, 5, None, True),
+    "causal_padding": (5, 5, PADDING, True),
+    "causal_one_query_over_prefix": (1, 5, None, True),
+    "causal_two_queries_over_prefix": (2, 5, None, True),
+    "cross_shapes_padding": (3, 5, PADDING, False),
+}
+
+
+@pytest.mark.parametrize("kernel", ATTENTION.names())
+@pytest.mark.parametrize("case", CASES)
+def test_kernels_agree_with_formula_in_float32(kernel, case):
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = _qkv(tq, tk)
+    expected = _reference(q.double(), k.double(), v.double(), pad, causal).float()
+    out = ATTENTION.get(kernel)(q, k, v, pad, causal, 0.0)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("max_keys", [0, 10**6], ids=["cpu_sdpa", "cpu_formula"])
+@pytest.mark.parametrize("case", CASES)
+def test_sdpa_paths_chosen_by_key_count_agree_with_formula(monkeypatch, case, max_keys):
+    """On a CPU sdpa runs the formula up to CPU_FORMULA_MAX_KEYS keys, PyTorch's SDPA beyond."""
+    monkeypatch.setattr(kernels, "CPU_FORMULA_MAX_KEYS", max_keys)
+    monkeypatch.setattr(kernels, "CPU_FORMULA_MIN_KEYS_ONE_QUERY", 0)
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = (t.requires_grad_() for t in _qkv(tq, tk))
+    out = kernels.sdpa_attention(q, k, v, pad, causal, 0.0)
+    expected = _reference(q.double(), k.double(), v.double(), pad, causal).float()
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    want = torch.autograd.grad(_reference(q, k, v, pad, causal).sum(), (q, k, v))
+    for got, ref in zip(grads, want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_the_cpu_formula_rule_by_keys_queries_and_type():
+    """Which CPU calls take the formula: many queries up to 128 keys; one query from 16 keys
+    in float32 and from 1 key in bfloat16 (where SDPA's single-query path is 3-4x slower)."""
+
+    def formula(tq: int, tk: int, dtype: torch.dtype = torch.float32) -> bool:
+        q, k = torch.zeros(1, 1, tq, 8, dtype=dtype), torch.zeros(1, 1, tk, 8, dtype=dtype)
+        return kernels._formula_is_faster(q, k)
+
+    assert formula(32, 32) and formula(2, 128) and not formula(32, 129)
+    assert formula(1, 16) and not formula(1, 15) and not formula(1, 200)
+    assert formula(1, 1, torch.bfloat16) and not formula(1, 129, torch.bfloat16)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kernels_agree_with_each_other(case):
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = _qkv(tq, tk)
+    outs = {name: ATTENTION.get(name)(q, k, v, pad, causal, 0.0) for name in ATTENTION.names()}
+    for name, out in outs.items():
+        torch.testing.assert_close(out, outs["sdpa"], rtol=1e-5, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_flash_attn_falls_back_to_sdpa_off_cuda(monkeypatch, installed):
+    # on CPU (or without the package) flash_attn must give SDPA's result, never import it
+    monkeypatch.setattr(kernels, "FLASH_ATTN_AVAILABLE", installed)
+    for case in ("causal", "padding"):
+        tq, tk, pad, causal = CASES[case]
+        q, k, v = _qkv(tq, tk)
+        out = ATTENTION.get("flash_attn")(q, k, v, pad, causal, 0.0)
+        torch.testing.assert_close(out, kernels.sdpa_attention(q, k, v, pad, causal, 0.0))
+
+
+def _enabled_backends() -> set[str]:
+    cuda = torch.backends.cuda
+    flags = {"flash": cuda.flash_sdp_enabled(), "efficient": cuda.mem_efficient_sdp_enabled(),
+             "cudnn": cuda.cudnn_sdp_enabled(), "math": cuda.math_sdp_enabled()}  # fmt: skip
+    return {name for name, on in flags.items() if on}
+
+
+def _cuda_kernel(masked: bool, enabled: set[str]) -> str:
+    """The kernel PyTorch's CUDA dispatch takes among the enabled ones, in t2's priority
+    (cuDNN first when enabled): flash takes no mask, so a padding mask goes past it."""
+    for name in ("cudnn", "flash", "efficient", "math"):
+        if name in enabled and not (name == "flash" and masked):
+            return name
+    raise AssertionError(f"no kernel enabled: {enabled}")
+
+
+@pytest.mark.parametrize(("kernel", "expected"), [
+    ("sdpa", {"encoder self": "efficient", "decoder self": "flash", "cross": "efficient"}),
+    ("sdpa_cudnn", {"encoder self": "cudnn", "decoder self": "cudnn", "cross": "cudnn"}),
+])  # fmt: skip
+def test_on_cuda_each_attention_takes_a_kernel_without_per_shape_plans(
+    monkeypatch, tiny_model_config, kernel, expected
+):
+    """The training forward pass on CUDA's code path (observed on a CPU, SDPA replaced by a
+    spy that records the backends enabled at each call)."""
+    from t2.model.transformer import Transformer
+
+    calls, real = [], torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
+        calls.append((attn_mask is not None, is_causal, _enabled_backends()))
+        return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+
+    monkeypatch.setattr(kernels.F, "scaled_dot_product_attention", spy)
+    model = Transformer(tiny_model_config(attention=kernel), pad_id=0).train()
+    src = torch.tensor([[5, 6, 7, 8], [5, 6, 0, 0]])  # padded sources
+    tgt_in = torch.tensor([[1, 9, 10], [1, 9, 0]])
+    with simulated("cuda"):  # CUDA's code path on CPU tensors: no packing, no formula
+        model(src, tgt_in, torch.tensor([[9, 10, 2], [9, 2, 0]]), 0.1)
+    assert _enabled_backends() == {"flash", "efficient", "cudnn", "math"}  # restored after
+    named = dict(zip(("encoder self", "decoder self", "cross"), calls, strict=True))
+    assert named["decoder self"][1] and not named["decoder self"][0]  # causal, no mask
+    for name, (masked, _, enabled) in named.items():
+        assert ("cudnn" in enabled) == (kernel == "sdpa_cudnn"), name
+        assert _cuda_kernel(masked, enabled) == expected[name], name
+
+
+def _bias(tq: int, tk: int) -> torch.Tensor:
+    """An arbitrary additive bias (1, H, Tq, Tk) in float32."""
+    return torch.linspace(-3.0, 1.0, 3 * tq * tk).view(1, 3, tq, tk)
+
+
+@pytest.mark.parametrize("kernel", ATTENTION.names())
+@pytest.mark.parametrize("case", CASES)
+def test_kernels_add_a_bias_to_the_scores(kernel, case):
+    """Every kernel takes an additive bias (ALiBi's): forward and gradients as the formula."""
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = (t.requires_grad_() for t in _qkv(tq, tk))
+    bias = _bias(tq, tk)
+    out = ATTENTION.get(kernel)(q, k, v, pad, causal, 0.0, bias)
+    expected = _reference(q.double(), k.double(), v.double(), pad, causal, bias.double())
+    torch.testing.assert_close(out, expected.float(), rtol=1e-5, atol=1e-5)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    want = torch.autograd.grad(_reference(q, k, v, pad, causal, bias).sum(), (q, k, v))
+    for got, ref in zip(grads, want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("max_keys", [0, 10**6], ids=["cpu_sdpa", "cpu_formula"])
+def test_sdpa_takes_the_bias_on_both_cpu_paths(monkeypatch, max_keys):
+    monkeypatch.setattr(kernels, "CPU_FORMULA_MAX_KEYS", max_keys)
+    tq, tk, pad, causal = CASES["causal_padding"]
+    q, k, v = _qkv(tq, tk)
+    bias = _bias(tq, tk)
+    expected = _reference(q.double(), k.double(), v.double(), pad, causal, bias.double())
+    out = kernels.sdpa_attention(q, k, v, pad, causal, 0.0, bias)
+    torch.testing.assert_close(out, expected.float(), rtol=1e-5, atol=1e-5)
