@@ -1,6 +1,6 @@
 """Data pipeline figures on ../shared/data/mixed/train.* (237k de-en pairs).
 
-python benchmarks/bench_data.py [--vocab-size 16000] [--max-tokens 4096,25000]
+python -m benchmarks.bench_data [--vocab-size 16000] [--max-tokens 4096,25000]
     [--max-tokens-per-sentence 64] [--json FILE]
 Measures tokenizer training, encoding against the tokenizer's own encode_batch, and for
 each token budget one epoch's batches: distinct (rows, source length, target length)
@@ -15,15 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import datasets
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # t2 from a checkout, uninstalled
 
 from t2.cli import run_main
 from t2.config import DataConfig

@@ -1,7 +1,7 @@
 """Decoding throughput and peak memory: t2's cached greedy and beam search against Hugging
 Face `generate()` on a MarianMTModel of the same size, vocabulary and maximum length.
 
-python benchmarks/bench_decode.py [--device cuda] [--sentences 200] [--lengths reference]
+python -m benchmarks.bench_decode [--device cuda] [--sentences 200] [--lengths reference]
 
 Both models have random weights, so left alone their outputs would differ in length. To
 compare equal work, both are forced to emit exactly the same number of tokens for every
@@ -18,7 +18,7 @@ With --checkpoint RUN_DIR it times t2's beam search rules against each other ins
 trained model left free to end its sentences (no forcing): decode.stopping "first_k"
 (fairseq's rule, t2's before 0.2), "heuristic" (t2's default) and "exact" on --src
 (default: the Multi30k validation German), interleaved, with wall-time ratios to first_k:
-python benchmarks/bench_decode.py --checkpoint runs/multi30k_peer --beams 4
+python -m benchmarks.bench_decode --checkpoint runs/multi30k_peer --beams 4
 """
 
 from __future__ import annotations
@@ -38,15 +38,14 @@ import psutil
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
-
-from t2.config import ModelConfig  # noqa: E402
-from t2.data import encode_source, train_tokenizer  # noqa: E402
-from t2.data.tokenizer import EOS, PAD  # noqa: E402
-from t2.decoding.search import beam_search, greedy_search  # noqa: E402
-from t2.evaluation.evaluate import length_batches, pad_batch  # noqa: E402
-from t2.model.transformer import Transformer  # noqa: E402
-from t2.progress import Progress  # noqa: E402
+from t2.config import ModelConfig
+from t2.data import encode_source, train_tokenizer
+from t2.decoding.beam import beam_search
+from t2.decoding.greedy import greedy_search
+from t2.model.transformer import Transformer
+from t2.progress import Progress
+from t2.serve.engine import length_batches, pad_batch
+from t2.specials import EOS, PAD
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("T2_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -316,7 +315,7 @@ def searcher(stopping: str, norm: str = "gnmt"):
 def stopping_rules(args: argparse.Namespace) -> None:
     """Time the beam search rules (GNMT penalty) and the heuristic rule under n^alpha on a
     trained run (--checkpoint)."""
-    from t2.rundir.store import load_run
+    from t2.rundir import load_run
 
     model, cfg, tokenizer, _ = load_run(args.checkpoint, device=args.device)
     src_file = Path(args.src) if args.src else DATA / "multi30k" / "val.de"

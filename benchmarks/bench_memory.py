@@ -2,7 +2,7 @@
 against measured peaks, at several model sizes, token budgets, sentence lengths and
 precisions (docs/performance.md).
 
-python benchmarks/bench_memory.py [--json FILE] [--quick]
+python -m benchmarks.bench_memory [--json FILE] [--quick]
 
 Each case runs in a fresh process: the batches t2's planner assumes (rows x length random
 ids, source and target `length` tokens, no padding), a warm-up step and two measured steps
@@ -23,13 +23,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_loops, beside this file
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+import torch
 
-import torch  # noqa: E402
-
-from t2.cli import run_main  # noqa: E402
-from t2.recipes import load_config  # noqa: E402
+from t2.cli import run_main
+from t2.recipes import load_config
 
 TOLERANCE = 0.25
 # (recipe, vocabulary, tokens per batch, sentence length, precision)
@@ -55,9 +52,8 @@ def resident() -> int:
 
 def measure(recipe: str, vocab: int, tokens: int, length: int, precision: str) -> dict:
     """One case, in this process: measured peak and the model's estimate, in bytes."""
-    from bench_train import synthetic
-    from train_loops import T2Engine
-
+    from benchmarks.bench_train import synthetic
+    from benchmarks.train_loops import T2Engine
     from t2.model.summary import count_parameters, estimate_memory
 
     cuda = torch.cuda.is_available()
@@ -103,8 +99,8 @@ def run(argv: list[str] | None = None) -> list[dict]:
     cases = QUICK if args.quick else CASES + (GPU_CASES if torch.cuda.is_available() else ())
     for case in cases:
         spec = ",".join(map(str, case))
-        out = subprocess.run([sys.executable, __file__, "--case", spec], capture_output=True,
-                             text=True, check=False)  # fmt: skip
+        cmd = [sys.executable, "-m", "benchmarks.bench_memory", "--case", spec]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode:
             raise SystemExit(f"case {spec} failed: {out.stderr.strip().splitlines()[-1:]}")
         row = json.loads(out.stdout.strip().splitlines()[-1])

@@ -2,7 +2,7 @@
 by --set overrides, interleaved round by round, target tokens/s from each run's
 metrics.jsonl (docs/performance.md).
 
-python benchmarks/bench_recipe.py --recipe base --steps 200 --rounds 2 \\
+python -m benchmarks.bench_recipe --recipe base --steps 200 --rounds 2 \\
     --arm shipped= --arm before=data.max_tokens=4096,train.accumulate=6,data.max_shapes=0 \\
     [--data mixed] [--json FILE] [--set KEY=VALUE ...]
 

@@ -2,7 +2,7 @@
 `MarianMTModel.generate()`, t2's own search, and t2's CTranslate2 export at float32 and int8,
 for full-size `base` and `v2_rope_rmsnorm` models with random weights.
 
-python benchmarks/bench_serve.py [--recipes base,v2_rope_rmsnorm] [--sentences 100]
+python -m benchmarks.bench_serve [--recipes base,v2_rope_rmsnorm] [--sentences 100]
     [--max-len 32] [--beam 4] [--threads 2] [--repeats 5] [--engines hf,t2,ct2_int8@2,...]
     [--json FILE]
 
@@ -55,18 +55,14 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_decode, beside this file
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
-
-from bench_decode import PeakMemory, eos_masked, newstest_sources, run_hf, run_t2  # noqa: E402
-from pool import Pool  # noqa: E402
-
-from t2.config import Config, ModelConfig  # noqa: E402
-from t2.data.tokenizer import SPECIALS  # noqa: E402
-from t2.evaluation.evaluate import length_batches  # noqa: E402
-from t2.model.transformer import Transformer  # noqa: E402
-from t2.progress import Progress  # noqa: E402
-from t2.recipes import load_config  # noqa: E402
+from benchmarks.bench_decode import PeakMemory, eos_masked, newstest_sources, run_hf, run_t2
+from benchmarks.pool import Pool
+from t2.config import Config, ModelConfig
+from t2.model.transformer import Transformer
+from t2.progress import Progress
+from t2.recipes import load_config
+from t2.serve.engine import length_batches
+from t2.specials import SPECIALS
 
 ENGINES = ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8", "ct2_peer_float32",
            "ct2_peer_int8")  # fmt: skip
@@ -153,8 +149,9 @@ class Runs:
 
 def marian(mcfg: ModelConfig):
     """transformers' MarianMTModel of a t2 model config's dimensions (ReLU, post-norm)."""
-    from bench_decode import marian_config
     from transformers import MarianMTModel
+
+    from benchmarks.bench_decode import marian_config
 
     shape = argparse.Namespace(d_model=mcfg.d_model, layers=mcfg.n_encoder_layers,
                                n_heads=mcfg.n_heads, d_ff=mcfg.d_ff)  # fmt: skip
@@ -357,7 +354,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.trained:
-        from serve_trained import trained  # the --trained mode, beside this file
+        from benchmarks.serve_trained import trained  # the --trained mode, beside this file
 
         records = trained(args)
     else:

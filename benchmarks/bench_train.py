@@ -2,7 +2,7 @@
 MarianMTModel of the same dimensions in its own usual loop, interleaved, on identical
 token-budget batches of real text (docs/performance.md).
 
-python benchmarks/bench_train.py [--recipes base,v2_rope_rmsnorm] [--precisions fp32,bf16]
+python -m benchmarks.bench_train [--recipes base,v2_rope_rmsnorm] [--precisions fp32,bf16]
     [--max-tokens 4096] [--rounds 5] [--steps-per-round 2] [--set model.d_model=256 ...]
     [--json FILE] [--breakdown] [--scaling] [--profile STEPS]
 
@@ -44,11 +44,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_decode, beside this file
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
-
-from bench_decode import DATA, build_tokenizer  # noqa: E402
-from train_loops import (  # noqa: E402
+from benchmarks.bench_decode import DATA, build_tokenizer
+from benchmarks.train_loops import (
     PAD,
     MarianEngine,
     Rounds,
@@ -58,10 +55,9 @@ from train_loops import (  # noqa: E402
     run_round,
     sync,
 )
-
-from t2.config import Config  # noqa: E402
-from t2.progress import Progress  # noqa: E402
-from t2.recipes import load_config  # noqa: E402
+from t2.config import Config
+from t2.progress import Progress
+from t2.recipes import load_config
 
 # dense bf16 tensor-core peaks (FLOP/s) for MFU; fp32 peaks are not used (bf16 is the GPU path)
 GPU_PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
@@ -179,7 +175,7 @@ def scaling(args: argparse.Namespace, vocab: int, precision: str) -> list[dict]:
 
 def count_all(args: argparse.Namespace, ds, vocab: int, records: list[dict]) -> list[dict]:
     """--count-ops: each architecture's record (the timed one, if any) gains the counts."""
-    from op_count import count_ops
+    from benchmarks.op_count import count_ops
 
     print(f"\n{'recipe':16} {'prec':5} {'t2 ops/step':>12} {'peer ops/step':>14} {'ratio':>6}   "
           f"code path")  # fmt: skip

@@ -73,17 +73,17 @@ run() { echo "== $*"; "$@"; }
 # each part reports and the run goes on: the summary says what is missing
 run python -m pytest -q tests/test_cuda.py > "$out/tests.txt" 2>&1 || true
 run python train.py --recipe quickstart --out "$out/quickstart" --wandb disabled > "$out/quickstart.txt" 2>&1 || true
-run python benchmarks/bench_memory.py --json "$out/memory.json" > "$out/memory.txt" 2>&1 || true
-run python benchmarks/bench_recipe.py --recipe base --steps 60 --log-every 10 --rounds 1 --arm shipped= \
+run python -m benchmarks.bench_memory --json "$out/memory.json" > "$out/memory.txt" 2>&1 || true
+run python -m benchmarks.bench_recipe --recipe base --steps 60 --log-every 10 --rounds 1 --arm shipped= \
   --arm before=data.max_tokens=4096,train.accumulate=6,data.max_shapes=0,data.max_tokens_per_sentence=64 \
   --json "$out/recipe_base.json" > "$out/recipe_base.txt" 2>&1 || true
-run python benchmarks/bench_train.py --recipes base,v2_rope_rmsnorm --precisions bf16 \
+run python -m benchmarks.bench_train --recipes base,v2_rope_rmsnorm --precisions bf16 \
   --max-tokens 25000 --rounds 3 --count-ops --json "$out/train.json" > "$out/train.txt" 2>&1 || true
-run python benchmarks/bench_decode.py --device cuda --bf16 --beams 1,4 > "$out/decode.txt" 2>&1 || true
+run python -m benchmarks.bench_decode --device cuda --bf16 --beams 1,4 > "$out/decode.txt" 2>&1 || true
 run python train.py --recipe base --out "$out/mixed" --wandb disabled \
   --set "data.train=files:$data_dir/mixed/train" --set "data.valid=files:$data_dir/newstest/newstest2013" \
   --set "data.test=files:$data_dir/newstest/newstest2013" --set train.max_minutes=5 \
   --set train.eval_every=100000 --set train.save_every=100000 --set train.warmup_steps=1000 \
   --set decode.beam_size=1 > "$out/mixed.txt" 2>&1 || true
-python benchmarks/gpu_summary.py "$out"
+python -m benchmarks.gpu_summary "$out"
 echo "GPU figures in $out: summary.md and summary.json"

@@ -1,7 +1,7 @@
 """The summary of a benchmarks/gpu.sh run: OUT/summary.json and OUT/summary.md from the
 files the run left in OUT (a missing part is reported as missing, never estimated).
 
-python benchmarks/gpu_summary.py OUT
+python -m benchmarks.gpu_summary OUT
 """
 
 from __future__ import annotations

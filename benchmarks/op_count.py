@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from train_loops import MarianEngine, T2Engine, loader
 
+from benchmarks.train_loops import MarianEngine, T2Engine, loader
 from t2.config import Config
 from t2.model.codepath import simulated
 

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from t2.evaluation.evaluate import length_batches
+from t2.serve.engine import length_batches
 
 
 def _pool_worker(build, build_args: tuple, threads: int, jobs, done) -> None:  # noqa: ANN001

@@ -10,12 +10,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from bench_decode import PeakMemory
-from bench_serve import Runs, engine_spec, fmt_ratio, ordered, peer_of, ratios
-from pool import Pool
 
-from t2.evaluation.evaluate import length_batches
+from benchmarks.bench_decode import PeakMemory
+from benchmarks.bench_serve import Runs, engine_spec, fmt_ratio, ordered, peer_of, ratios
+from benchmarks.pool import Pool
+from t2.data import encode_source
+from t2.evaluation.scoring import score_corpus
+from t2.exporting import export
+from t2.opener import open_model
 from t2.progress import Progress
+from t2.serve.engine import length_batches
 
 
 class PeerEngine:
@@ -35,8 +39,6 @@ class PeerEngine:
 
     @torch.no_grad()
     def translate(self, sentences: list[str], decode) -> list[str]:
-        from t2.data import encode_source
-
         src_ids = encode_source(self.tokenizer, sentences, False)
         out = [""] * len(sentences)
         for batch in length_batches([len(r) for r in src_ids], decode.batch_size):
@@ -56,10 +58,8 @@ class PeerEngine:
 
 def _trained_engine(name: str, run: str, peer: str, beam: int, tokenizer):  # noqa: ANN001
     """hf, t2, hf_bf16 or t2_bf16 of --trained: an object with translate(sentences, decode)."""
-    from t2.serve.engine import T2Engine
-
     if name.startswith("t2"):
-        return T2Engine(run, precision="bfloat16" if name == "t2_bf16" else None)
+        return open_model(run, precision="bfloat16" if name == "t2_bf16" else None).engine
     dtype = torch.bfloat16 if name == "hf_bf16" else torch.float32
     return PeerEngine(Path(peer), beam, tokenizer, dtype)
 
@@ -76,8 +76,6 @@ class PooledEngine:
         self.pool, self.tokenizer, self.workers, self.pids = pool, tokenizer, workers, pool.pids
 
     def translate(self, sentences: list[str], decode) -> list[str]:  # noqa: ANN001
-        from t2.data import encode_source
-
         lengths = [len(r) for r in encode_source(self.tokenizer, sentences, False)]
         shares = self.pool.deal(lengths, decode.batch_size)
         texts = self.pool.map([([sentences[i] for i in rows], decode) for rows in shares])
@@ -90,13 +88,9 @@ class PooledEngine:
 
 def trained(args) -> list[dict]:
     """Free decoding of trained models: t2, its CTranslate2 exports and the trained peer."""
-    from t2.evaluation.scoring import score_corpus
-    from t2.serve.ct2 import export_run
-    from t2.serve.engine import T2Engine, open_engine
-
     sources = Path(args.src).read_text(encoding="utf-8").splitlines()[: args.sentences or None]
     refs = Path(args.ref).read_text(encoding="utf-8").splitlines()[: len(sources)]
-    t2 = T2Engine(args.trained)
+    t2 = open_model(args.trained)
     decode = replace(t2.cfg.decode, beam_size=args.beam, lenpen=0.6, length_norm="length",
                      batch_size=args.batch_size, nbest=1)  # fmt: skip
     engines = {}
@@ -105,15 +99,15 @@ def trained(args) -> list[dict]:
         if name.startswith("ct2_"):
             quant = name.removeprefix("ct2_")
             folder = Path(tempfile.mkdtemp(prefix=f"t2-ct2-{quant}-")) / "export"
-            export = export_run(args.trained, folder, quant)
-            engines[spec] = open_engine(export, "ct2", workers=workers)
+            folder = export(args.trained, "ct2", folder, quantization=quant)
+            engines[spec] = open_model(folder, workers=workers).engine
             continue
         build = (name, args.trained, args.peer, args.beam, t2.tokenizer)
         if workers > 1:
             pool = Pool(_trained_work, build, workers, args.threads)
             engines[spec] = PooledEngine(pool, t2.tokenizer, workers)
         else:
-            engines[spec] = t2 if name == "t2" else _trained_engine(*build)
+            engines[spec] = t2.engine if name == "t2" else _trained_engine(*build)
     print(f"CPU, {args.threads} threads; torch {torch.__version__}; {len(sources)} sentences of "
           f"{args.src}; beam {args.beam}, length penalty 0.6, batch {args.batch_size}; "
           f"{args.repeats} interleaved runs per engine after a warm-up")  # fmt: skip

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F  # noqa: N812
-from bench_decode import DATA, PeakMemory, marian_config
 
+from benchmarks.bench_decode import DATA, PeakMemory, marian_config
 from t2.config import Config, DataConfig
 from t2.data import BatchSampler, encode_source
 from t2.data.batching import Batches, make_loader

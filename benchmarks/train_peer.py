@@ -1,7 +1,7 @@
 """Train the peer, a Hugging Face MarianMTModel of a recipe's size, on the recipe's own data,
 tokenizer and batches, and score it on the recipe's validation set with sacreBLEU.
 
-python benchmarks/train_peer.py --recipe multi30k_peer --out runs/multi30k_peer_hf
+python -m benchmarks.train_peer --recipe multi30k_peer --out runs/multi30k_peer_hf
 python train.py --recipe multi30k_peer --out runs/multi30k_peer      # t2, the same setting
 
 Everything but the model is t2's, so the comparison isolates the model: the same joint BPE
@@ -21,26 +21,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
-
-from bench_decode import marian_config  # noqa: E402
-
-from t2.data import encode_pairs, encode_source, load_pairs, prepare_tokenizer  # noqa: E402
-from t2.data.batching import Batches  # noqa: E402
-from t2.evaluation.scoring import score_corpus  # noqa: E402
-from t2.model.loss import smoothed_cross_entropy  # noqa: E402
-from t2.progress import Progress, track  # noqa: E402
-from t2.recipes import load_config  # noqa: E402
-from t2.train.optim import build_optimizer, build_scheduler  # noqa: E402
-from t2.train.plan import planned  # noqa: E402
-from t2.train.setup import _loader  # noqa: E402
+from benchmarks.bench_decode import marian_config
+from t2.data import encode_pairs, encode_source, load_pairs, prepare_tokenizer
+from t2.data.batching import Batches
+from t2.evaluation.scoring import score_corpus
+from t2.model.loss import smoothed_cross_entropy
+from t2.progress import Progress, track
+from t2.recipes import load_config
+from t2.train.optim import build_optimizer, build_scheduler
+from t2.train.plan import planned
+from t2.train.setup import _loader
 
 
 def parse_args() -> argparse.Namespace:

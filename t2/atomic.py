@@ -10,22 +10,28 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TextIO
 
 
 @contextlib.contextmanager
-def atomic_text(path: str | Path) -> Iterator[TextIO]:
-    """A text file (UTF-8) that becomes `path` when the block ends without an error; an
-    error or an interruption (Ctrl-C) leaves `path` as it was and no temporary file."""
+def atomic_file(path: str | Path, binary: bool = False) -> Iterator[IO]:
+    """A file (UTF-8 text, or bytes) that becomes `path` when the block ends without an
+    error; an error or an interruption (Ctrl-C) leaves `path` as it was and no temporary
+    file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".part")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
             yield f
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_text(path: str | Path) -> contextlib.AbstractContextManager[TextIO]:
+    """atomic_file for UTF-8 text."""
+    return atomic_file(path)
 
 
 @contextlib.contextmanager

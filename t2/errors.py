@@ -19,6 +19,10 @@ class CheckpointError(T2Error):
     """A missing, incomplete or incompatible checkpoint."""
 
 
+class ExportError(T2Error):
+    """A model an export format cannot express, or its engine is missing."""
+
+
 class PreemptedError(T2Error):
     """Training stopped by a scheduler's signal after saving a checkpoint; the exit status
     is 128 + the signal's number, as a process ended by it (what schedulers read)."""

@@ -39,7 +39,7 @@ FAULTS = {  # fault -> the test (file::function) that exercises it
     "out of memory in a step":
         "test_train_plan.py::test_out_of_memory_in_a_step_is_one_line_naming_the_micro_batch",
     "an interrupted or failing translate --output":
-        "test_evaluation_translate.py::test_output_appears_under_its_name_only_when_complete",
+        "test_commands_translate.py::test_output_appears_under_its_name_only_when_complete",
     "damaged, foreign or newer checkpoints":
         "test_rundir.py::test_a_file_changed_after_it_was_written_is_refused",
 }  # fmt: skip

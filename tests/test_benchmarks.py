@@ -24,13 +24,9 @@ TINY = ["--set", "model.d_model=32", "--set", "model.n_heads=2", "--set", "model
 
 
 def load(name: str):
-    """A benchmark script as a module (benchmarks/ is not a package)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    """A benchmark module (benchmarks/ is a package of the checkout: `python -m pytest` and
+    `python -m benchmarks.NAME` from the checkout's root find it)."""
+    return importlib.import_module(f"benchmarks.{name}")
 
 
 @needs_data
@@ -159,8 +155,9 @@ def test_bench_serve_times_trained_models_decoding_freely(tmp_path, toy, single_
     cfg = model.cfg
     shape = serve.argparse.Namespace(d_model=cfg.d_model, layers=cfg.n_encoder_layers,
                                      n_heads=cfg.n_heads, d_ff=cfg.d_ff)  # fmt: skip
-    from bench_decode import marian_config
     from transformers import MarianMTModel
+
+    from benchmarks.bench_decode import marian_config
 
     MarianMTModel(marian_config(shape, len(tokenizer))).save_pretrained(peer / "model")
     tokenizer.save_pretrained(peer / "tokenizer")

@@ -1,8 +1,9 @@
-"""The `t2` command: its verbs, one-line errors, the old scripts as thin wrappers of the same
-code, one spelling for decoding options, and `t2 average` end to end."""
+"""The `t2` command: its verbs, one-line errors, the two root scripts as thin wrappers of the
+same code, decoding options generated from the decode section, and `t2 average` end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -13,13 +14,12 @@ from test_evaluation_helpers import tiny_config, write_run
 
 from t2.cli import build_parser
 from t2.commands import VERBS
+from t2.config import DecodeConfig
 from t2.rundir import RunDir, read_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-SCRIPTS = {"train": "train.py", "evaluate": "evaluate_model.py",
-           "translate": "evaluation/translate.py", "robustness": "evaluation/robustness.py",
-           "tokenizer": "tokenizer/train_tokenizer.py"}  # fmt: skip
+SCRIPTS = {"train": "train.py", "evaluate": "evaluate_model.py"}
 
 
 def t2(*args: str, script: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -59,6 +59,26 @@ def test_the_scripts_run_the_same_code_as_the_verbs(tmp_path):
         text = (ROOT / script).read_text()
         assert f'run_script("{verb}")' in text and "sys.path" not in text, script
         assert len(text.splitlines()) <= 10, script
+
+
+def test_every_decode_key_is_a_flag_of_every_decoding_verb(capsys):
+    """The decode section's fields are the flags: names, types, choices and help come from
+    DecodeConfig, so a new decode key is a flag of evaluate and translate at once."""
+    names = [f.name for f in dataclasses.fields(DecodeConfig)]
+    for verb in ("evaluate", "translate"):
+        args = vars(build_parser().parse_args([verb, "--checkpoint", "r"]))
+        expected = [n for n in names if verb == "translate" or n != "nbest"]  # evaluate: 1-best
+        assert all(n in args and args[n] is None for n in expected), verb
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([verb, "--help"])
+        listing = capsys.readouterr().out
+        assert all(f"decode.{n}:" in listing for n in expected), verb
+    args = build_parser().parse_args(["translate", "--checkpoint", "r", "--search", "sample",
+                                      "--top-p", "0.9", "--top-k", "5", "--seed", "3"])  # fmt: skip
+    assert (args.search, args.top_p, args.top_k, args.seed) == ("sample", 0.9, 5, 3)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["translate", "--checkpoint", "r", "--search", "nucleus"])
+    assert "invalid choice: 'nucleus'" in capsys.readouterr().err
 
 
 def test_beam_is_an_alias_of_beam_size_the_decode_key():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -12,10 +13,13 @@ from test_evaluation_helpers import one_thread, tiny_config, toy_pairs, toy_run
 
 from t2.config import DecodeConfig
 from t2.data import encode_source
-from t2.decoding import beam_search, greedy_search, length_penalty, search
+from t2.decoding.beam import beam_search, best_possible
+from t2.decoding.common import Scratch, length_penalty, max_lengths, pad_source, penalty
+from t2.decoding.greedy import greedy_search
+from t2.decoding.search import search
 from t2.errors import ConfigError
-from t2.evaluation.evaluate import pad_batch
 from t2.model.transformer import Transformer
+from t2.serve.engine import pad_batch
 
 EOS = 2
 
@@ -178,8 +182,6 @@ def test_a_model_that_never_ends_still_gets_max_length_hypotheses():
 def test_decoding_with_learned_positions_stops_at_the_table():
     """max_lengths asks the model's positional scheme for its length (no name test)."""
     from t2.config import ModelConfig
-    from t2.decoding.search import max_lengths
-
     src = torch.ones(2, 5, dtype=torch.long)
     tiny = dict(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
                 n_decoder_layers=1, max_positions=20)  # fmt: skip
@@ -247,8 +249,6 @@ def test_the_default_rule_finds_a_better_hypothesis_that_ends_after_beam_size_ot
 
 
 def test_the_exact_bound_is_the_best_score_a_running_beam_can_reach():
-    from t2.decoding.search import best_possible, penalty
-
     log_prob, max_len = torch.tensor([-2.0, -2.0]), torch.tensor([4, 9])
     bound = best_possible(log_prob, max_len, penalty(0.6))
     # any continuation: the sum can only fall, and its length is at most max_len + 1
@@ -345,9 +345,7 @@ def test_beam_search_keeps_one_source_row_per_sentence(tiny_model_config):
 def test_search_scratch_reuses_one_log_probability_buffer():
     """Every step's float32 log-probabilities go to one buffer, a prefix of it once sentences
     have left; a wider vocabulary or more rows get a new one."""
-    from t2.decoding.search import _Scratch
-
-    scratch = _Scratch(8)
+    scratch = Scratch(8)
     first = scratch.take(torch.zeros(8, 5, dtype=torch.bfloat16))
     assert first.dtype == torch.float32 and first.shape == (8, 5)
     later = scratch.take(torch.zeros(3, 5))
@@ -363,8 +361,6 @@ def test_a_16_bit_model_decodes_sources_padded_to_a_multiple_of_8_with_the_same_
     kernel shapes, docs/serving.md); the padding is masked, so the hypotheses are those of
     the unpadded batch; a float32 model's batch is left as it is."""
     import t2.model.attention as attention
-    from t2.decoding.search import pad_source
-
     model = random_model(seed=5).to(torch.bfloat16)
     src = random_src(5, 40, seed=6)  # 9 positions
     seen = []
@@ -382,9 +378,47 @@ def test_a_16_bit_model_decodes_sources_padded_to_a_multiple_of_8_with_the_same_
 
 
 def test_source_padding_stops_at_a_learned_position_table():
-    from t2.decoding.search import pad_source
-
     model = random_model(positional="learned", max_positions=12).to(torch.bfloat16)
     src = random_src(3, 40, seed=2)[:, :9]
     assert pad_source(model, src).shape[1] == 12
     assert pad_source(model, src)[:, 9:].eq(0).all()
+
+
+def test_sampling_with_a_seed_is_reproducible_and_its_limits_are_greedy():
+    """decode.search=sample: one seed, one output; another seed, other outputs; top_k=1,
+    a tiny top_p or a tiny temperature leave only the most probable token, greedy's."""
+    model, src = random_model(seed=3), random_src(6, 40, seed=4)
+    sample = DecodeConfig(search="sample", max_len_b=8, seed=7)
+    first = search(model, src, sample)
+    assert search(model, src, sample) == first
+    others = search(model, src, replace(sample, seed=8))
+    assert [h[0].tokens for h in others] != [h[0].tokens for h in first]
+    greedy = [h[0].tokens for h in greedy_search(model, src, 1.0, 8)]
+    for limit in ({"top_k": 1}, {"top_p": 1e-6}, {"temperature": 1e-4}):
+        assert [h[0].tokens for h in search(model, src, replace(sample, **limit))] == greedy
+    nbest = search(model, src, replace(sample, nbest=3))
+    assert all(len(h) == 3 and h[0].score >= h[1].score >= h[2].score for h in nbest)
+
+
+def test_sampled_log_probabilities_are_the_models():
+    """A sampled hypothesis reports the model's own log-probability of its tokens (not the
+    tempered or truncated one), as teacher forcing computes it."""
+    model, src = random_model(seed=5), random_src(3, 40, seed=6)
+    cfg = DecodeConfig(search="sample", max_len_b=6, seed=1, temperature=2.0, top_k=10)
+    for row, hyps in zip(src, search(model, src, cfg), strict=True):
+        h = hyps[0]
+        want = teacher_forced_logprob(model, row[row.ne(0)], h.tokens)
+        assert h.log_prob == pytest.approx(want, abs=1e-4)
+
+
+def test_the_decode_section_checks_search_options():
+    for bad, match in (
+        ({"search": "nucleus"}, "valid choices: beam, greedy, sample"),
+        ({"search": "greedy", "nbest": 2}, "greedy search, which finds one hypothesis"),
+        ({"temperature": 0.0}, "decode.temperature must be > 0"),
+        ({"top_p": 0.0}, r"top_p in \(0, 1\]"),
+        ({"top_k": -1}, "decode.top_k must be at least 0"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            DecodeConfig(**bad)
+    assert DecodeConfig(search="sample", nbest=5, beam_size=1).nbest == 5

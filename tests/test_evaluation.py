@@ -23,10 +23,11 @@ from test_evaluation_helpers import (
 
 from t2.config import DataConfig, DecodeConfig
 from t2.errors import CheckpointError, DataError
-from t2.evaluation.evaluate import EvalOptions, evaluate, translate
+from t2.evaluation.evaluate import EvalOptions, evaluate
 from t2.evaluation.scoring import load_testset, score_corpus
 from t2.model.transformer import Transformer
 from t2.rundir import load_run
+from t2.serve.engine import translate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,7 +81,8 @@ def test_scores_equal_the_sacrebleu_command_line(tmp_path):
 def test_evaluate_writes_hyps_and_scores_that_sacrebleu_confirms(toy, files, tmp_path, capsys):
     run, _, _ = toy
     report = evaluate(
-        EvalOptions(str(run), src=str(files[0]), ref=str(files[1]), beam=3, out=str(tmp_path))
+        EvalOptions(str(run), src=str(files[0]), ref=str(files[1]), decode={"beam_size": 3},
+                    out=str(tmp_path))
     )
     hyps = (tmp_path / "hyps.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == 24 and hyps[5] == ""  # blank line kept, files stay aligned
@@ -105,7 +107,8 @@ def test_recipe_test_split_is_the_default(toy, files, tmp_path):
         test=f"files:{prefix}", src_lang="src", tgt_lang="tgt", cache_dir=str(tmp_path / "cache")
     )
     other = write_run(tmp_path / "run", model, dataclasses.replace(cfg, data=data), tokenizer)
-    report = evaluate(EvalOptions(str(other), beam=1, out=str(tmp_path / "out"), show=0))
+    opts = EvalOptions(str(other), decode={"beam_size": 1}, out=str(tmp_path / "out"), show=0)
+    report = evaluate(opts)
     assert report["testset"] == f"data.test=files:{prefix}"
     assert 0 < report["n_sentences"] <= 24  # cleaning may drop the blank pair
 
@@ -216,8 +219,8 @@ def test_real_newstest_lines_round_trip_and_score_like_the_cli(tmp_path):
     run = write_run(tmp_path / "run", Transformer(cfg.model), cfg, tokenizer)
     (tmp_path / "s.de").write_text("\n".join(src) + "\n", encoding="utf-8")
     (tmp_path / "r.en").write_text("\n".join(ref) + "\n", encoding="utf-8")
-    opts = EvalOptions(str(run), str(tmp_path / "s.de"), str(tmp_path / "r.en"), beam=2,
-                       out=str(tmp_path / "out"), show=0)  # fmt: skip
+    opts = EvalOptions(str(run), str(tmp_path / "s.de"), str(tmp_path / "r.en"),
+                       decode={"beam_size": 2}, out=str(tmp_path / "out"), show=0)  # fmt: skip
     report = evaluate(opts)
     hyps = (tmp_path / "out" / "hyps.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == 20 and report["n_sentences"] == 20

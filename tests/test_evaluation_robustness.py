@@ -8,7 +8,6 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
@@ -27,7 +26,7 @@ from t2.evaluation.robustness import (
     shuffle_middle,
 )
 
-SCRIPT = Path(__file__).resolve().parent.parent / "evaluation" / "robustness.py"
+SCRIPT = ["-m", "t2", "robustness"]
 TOKENS = list(range(10, 30))  # 20 distinct text tokens
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -100,7 +99,7 @@ def test_command_compares_checkpoints_side_by_side(toy, tmp_path):
     (tmp_path / "s").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     (tmp_path / "r").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, str(SCRIPT), "--checkpoint", str(run), str(run), "--src",
+    cmd = [sys.executable, *SCRIPT, "--checkpoint", str(run), str(run), "--src",
            str(tmp_path / "s"), "--ref", str(tmp_path / "r"), "--out", str(tmp_path / "r.json"),
            "--device", "cpu"]  # fmt: skip
     result = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -114,7 +113,7 @@ def test_command_compares_checkpoints_side_by_side(toy, tmp_path):
 
 def test_command_rejects_a_bad_batch_size_and_a_missing_output_folder_first(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    base = [sys.executable, str(SCRIPT), "--checkpoint", "missing-run", "--src", "s", "--ref", "r"]
+    base = [sys.executable, *SCRIPT, "--checkpoint", "missing-run", "--src", "s", "--ref", "r"]
     for extra, message in (
         (["--batch-size", "0"], "--batch-size must be at least 1"),
         (["--out", str(tmp_path / "no" / "r.json")], "output folder of"),

@@ -24,7 +24,8 @@ from t2.cli import main
 from t2.config import Config, ModelConfig
 from t2.data import load_tokenizer
 from t2.errors import CheckpointError
-from t2.hub import from_pretrained, is_pretrained, push, save_run
+from t2.exporting import push, save_run
+from t2.hub import from_pretrained, is_pretrained
 from t2.model.summary import count_parameters
 from t2.model.transformer import Transformer
 from t2.progress import Progress
@@ -319,7 +320,7 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
 
     from t2.config import DataConfig
     from t2.data import encode_pairs, train_tokenizer
-    from t2.evaluation.evaluate import translate
+    from t2.serve.engine import T2Engine
 
     monkeypatch.setenv("T2_PROGRESS_EVERY", "0")
     texts = ["march 3 1999 monday", "june 12 2001", "", "may 5 2020"] * 25
@@ -333,6 +334,6 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     run, _ = make_run(tmp_path)
     loaded = from_pretrained(save_run(run, tmp_path / "saved"))
     with Progress(3, "translate", "sentences") as progress:
-        translate(loaded.model, loaded.tokenizer, ["a", "", "b", "c"], loaded.decode,
-                  progress=progress)  # fmt: skip
+        T2Engine(loaded.model, loaded.tokenizer).translate(["a", "", "b", "c"], loaded.decode,
+                                                           progress)  # fmt: skip
     assert progress.n == 3 and "translate: 3/3 sentences in " in capsys.readouterr().err

@@ -277,11 +277,11 @@ def test_rope_on_the_fused_projection_saves_less_than_rotating_q_and_k_apart(mon
     keeps one buffer; rotating q and k apart kept them beside the unrotated projection."""
     from einops import rearrange
 
-    import t2.model.attention as attention
+    import t2.model.kernels as kernels
     from t2.model.attention import SelfAttention
     from t2.model.positional import build_positional
 
-    monkeypatch.setattr(attention, "CPU_FORMULA_MAX_KEYS", 0)  # SDPA, not the formula
+    monkeypatch.setattr(kernels, "CPU_FORMULA_MAX_KEYS", 0)  # SDPA, not the formula
     torch.manual_seed(0)
     x = torch.randn(4, 12, 32, requires_grad=True)
     attn = SelfAttention(32, 4, 0.0, True, "sdpa")

@@ -151,7 +151,7 @@ def test_the_checked_in_format_1_run_still_loads_and_translates(tmp_path):
     model, cfg, tokenizer, ckpt = load_run(run)
     assert ckpt.name == "step-0000002" and read_meta(ckpt)["format"] == 1
     assert len(tokenizer) == cfg.model.vocab_size == model.cfg.vocab_size
-    from t2.evaluation.evaluate import translate
+    from t2.serve.engine import translate
 
     out = translate(model, tokenizer, ["march 3 1999 monday"], cfg.decode)
     assert len(out) == 1 and isinstance(out[0], str)

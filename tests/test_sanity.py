@@ -77,7 +77,7 @@ def test_specs_name_combinations(spec, want, label):
 @pytest.mark.parametrize(
     "spec, words",
     [
-        ("bogus", ["'bogus'", "base, v2", "positional: learned, none, rope, sinusoidal"]),
+        ("bogus", ["'bogus'", "base, v2", "positional: alibi, learned, none, rope, sinusoidal"]),
         ("norm=rope", ["'norm=rope'", "norm: layernorm, rmsnorm"]),
         ("rope,learned", ["positional twice"]),
         ("", ["names no combination"]),

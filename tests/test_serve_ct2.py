@@ -20,14 +20,14 @@ from t2.config import Config, DataConfig, DecodeConfig, ModelConfig
 from t2.data import encode_source
 from t2.decoding.search import search
 from t2.errors import CheckpointError, ConfigError, DataError
-from t2.evaluation.evaluate import pad_batch
+from t2.exporting import export
 from t2.model.transformer import Transformer
+from t2.opener import open_model
 from t2.registry import FFN, NORM, POSITIONAL
-from t2.serve.ct2 import EXPORT_META, ExportError, check_exportable, export_run
+from t2.serve.ct2 import EXPORT_META, ExportError, check_exportable
+from t2.serve.engine import pad_batch
 
 pytest.importorskip("ctranslate2")
-from t2.serve.ct2_engine import Ct2Engine  # noqa: E402  (after the skip: imports ctranslate2)
-from t2.serve.engine import open_engine  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -35,6 +35,14 @@ GREEDY = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=6, batch_size=16)
 TIES = ("all", "decoder", "none")
 EXPORTABLE = [name for name in POSITIONAL.names() if name != "alibi"]  # refused, tested below
 COMBINATIONS = list(itertools.product(EXPORTABLE, NORM.names(), FFN.names(), ("post", "pre")))
+
+
+def export_run(run: Path, out: Path, quant: str = "float32") -> Path:
+    return export(run, "ct2", out, quantization=quant)
+
+
+def open_engine(path: Path, engine: str | None = None, **options):
+    return open_model(path, engine=engine, **options).engine
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +116,7 @@ _SOURCES: list[list[int]] = []  # the sweep's source ids, with or without BOS
 def export_model(model: Transformer, tokenizer, root: Path, src_bos: bool, quant="float32"):
     cfg = Config(model=model.cfg, data=DataConfig(src_bos=src_bos))
     run = write_run(root / "run", model, cfg, tokenizer)
-    return Ct2Engine(export_run(run, root / "ct2", quant))
+    return open_engine(export_run(run, root / "ct2", quant))
 
 
 @pytest.mark.parametrize(("positional", "norm", "ffn", "place"), COMBINATIONS)
@@ -149,14 +157,14 @@ def _log_probs(model: Transformer, targets: torch.Tensor) -> torch.Tensor:
     return logp.gather(2, gold[..., None])[..., 0]
 
 
-def _same_log_probs(model: Transformer, engine: Ct2Engine, targets: torch.Tensor) -> None:
+def _same_log_probs(model: Transformer, engine, targets: torch.Tensor) -> None:
     """CTranslate2's teacher-forced log-probabilities (every position, random targets) are
     as close to t2's in float64 as t2's own float32 ones: a wrong component is not (GELU's
     tanh form instead of erf is 30x further, a swapped bias or norm far more). Over the 64
     combinations CTranslate2's distance is 0.1-5.8x t2's float32 one: rounding alone, which
     moves with the EOS row that plant_eos sets from a float32 forward pass: hence 8."""
     tok = engine.tokenizer
-    head = 1 if engine.cfg.data.src_bos else 0
+    head = 1 if engine.src_bos else 0
     source = [tok.convert_ids_to_tokens(s[head:-1]) for s in _SOURCES]
     scored = engine.translator.score_batch(source, [tok.convert_ids_to_tokens(t) for t in
                                                     targets.tolist()])  # fmt: skip
@@ -269,12 +277,17 @@ def test_a_component_ctranslate2_cannot_express_fails_in_one_line(vocab, tmp_pat
 
 def test_engine_and_folder_mismatches_fail_in_one_line(exported):
     run, out = exported
-    with pytest.raises(CheckpointError, match="is a CTranslate2 export; pass --engine ct2"):
+    with pytest.raises(CheckpointError, match="is a ct2 folder, not one --engine t2 reads"):
         open_engine(out, "t2")
-    with pytest.raises(CheckpointError, match="is not a CTranslate2 export"):
+    with pytest.raises(CheckpointError, match="is a run folder, not one --engine ct2 reads"):
         open_engine(run, "ct2")
-    with pytest.raises(ConfigError, match="average when exporting"):
+    with pytest.raises(ConfigError, match="drop --average-last, or export an average"):
         open_engine(out, "ct2", average_last=2)
+    assert open_engine(out).translate(["eins"], DecodeConfig()) == open_engine(
+        out, "ct2"
+    ).translate(["eins"], DecodeConfig())  # the folder says what it is: --engine optional
+    with pytest.raises(ExportError, match="--search sample runs on t2's own engine"):
+        open_engine(out).translate(["eins"], DecodeConfig(search="sample"))
     with pytest.raises(ExportError, match="exists and is not a t2 export"):
         export_run(run, run)
     engine = open_engine(out, "ct2")
@@ -309,7 +322,7 @@ def test_workers_decode_batches_at_once_with_the_same_output(toy, exported, tmp_
     with pytest.raises(SystemExit) as done:
         main(["translate", "--checkpoint", str(run), "--workers", "2", "--input", str(src)])
     err = capsys.readouterr().err
-    assert done.value.code == 2 and err.count("\n") == 1 and "--workers is for --engine ct2" in err
+    assert done.value.code == 2 and err.count("\n") == 1 and "--workers is for CTranslate2" in err
 
 
 def test_a_batch_decodes_as_its_sentences_do_alone_at_their_own_limits(exported):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.cli import check_out_folder
+from t2.commands.options import check_out_folder
 
 HELP = "average the weights of the last N checkpoints into a new checkpoint"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from t2.cli import check_out_folder
+from t2.commands.options import check_out_folder
 
 HELP = "compare runs: a Markdown/CSV table and overlaid training curves"
 

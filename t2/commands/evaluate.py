@@ -1,26 +1,36 @@
-"""Score a checkpoint with sacreBLEU's BLEU and chrF:
-t2 evaluate --checkpoint RUN_OR_CHECKPOINT [--src FILE --ref FILE | --testset NAME
---langpair xx-yy] [--beam-size N] [--lenpen A] [--average-last N] [--engine t2|ct2].
-Without --src/--ref or --testset, the run's own test split is translated."""
+"""Score a model with sacreBLEU's BLEU and chrF:
+t2 evaluate --checkpoint TARGET [--src FILE --ref FILE | --testset NAME --langpair xx-yy]
+[--beam-size N] [--lenpen A] [--average-last N]. TARGET is a run, a checkpoint, an exported
+folder (hf or ct2) or a hub repo id. Without --src/--ref or --testset, the run's own test
+split is translated."""
 
 from __future__ import annotations
 
 import argparse
 
-from t2.cli import add_decode_arguments, check_out_folder, default_device
-from t2.serve import add_engine_argument
+from t2.commands.options import (
+    add_decode_arguments,
+    add_engine_arguments,
+    check_out_folder,
+    decode_changes,
+    default_device,
+)  # fmt: skip
 
 HELP = "translate a test set and score it with sacreBLEU (BLEU, chrF, signatures)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="a run, a checkpoint or an export")
+    parser.add_argument(
+        "--checkpoint", required=True, metavar="TARGET",
+        help="a run directory (its best checkpoint), a checkpoint, an exported folder (hf or "
+        "ct2) or a Hugging Face Hub repo id (owner/name)",
+    )  # fmt: skip
     parser.add_argument("--src", help="source file, one sentence a line")
     parser.add_argument("--ref", help="reference file aligned with --src")
     parser.add_argument("--testset", help="a sacreBLEU test set, e.g. wmt14 (needs its cache)")
     parser.add_argument("--langpair", help="language pair of --testset, e.g. de-en")
     add_decode_arguments(parser, nbest=False)
-    add_engine_argument(parser)
+    add_engine_arguments(parser)
     parser.add_argument("--out", help="folder for hyps.txt and scores.json (default: beside it)")
     parser.add_argument("--show", type=int, default=10, help="rows of the sample table")
 
@@ -33,9 +43,7 @@ def run(args: argparse.Namespace) -> None:
     device = default_device(args.device)
     opts = EvalOptions(
         checkpoint=args.checkpoint, src=args.src, ref=args.ref, testset=args.testset,
-        langpair=args.langpair, beam=args.beam_size, lenpen=args.lenpen,
-        length_norm=args.length_norm, batch_size=args.batch_size, stopping=args.stopping,
-        average_last=args.average_last,
+        langpair=args.langpair, decode=decode_changes(args), average_last=args.average_last,
         out=args.out, show=args.show, device=device, engine=args.engine,
         precision=args.precision, workers=args.workers,
     )  # fmt: skip

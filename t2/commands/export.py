@@ -1,29 +1,39 @@
-"""Export a trained model for serving: t2 export RUN_OR_CHECKPOINT --format ct2 --out DIR
-[--quantization int8|int8_float32|float16|bfloat16|...] [--average-last N].
+"""Export a trained model: t2 export TARGET --format hf|ct2 --out DIR [--average-last N]
+[--quantization int8|float16|... (ct2)] [--name OWNER/NAME (hf)].
 
-Writes a CTranslate2 model folder (model.bin, config.json, shared_vocabulary.json), the
-run's tokenizer beside it and t2_export.json (the run's config and decoding settings, the
-checkpoint it came from, the quantization), so that `t2 translate --engine ct2` and
-`t2 evaluate --engine ct2` take the folder as --checkpoint. float32 (the default) keeps the
-weights exact. Needs the serving extra: pip install -e ".[serve]". docs/serving.md."""
+Each format is a registered class (t2.registry.EXPORT) that writes and reads its folders:
+  hf   model.safetensors, config.json (the full t2 config), the tokenizer and README.md, a
+       model card generated from the run's files; loads with t2.hub.from_pretrained(DIR)
+       and uploads with `t2 push` (docs/hub.md). `t2 save` is this format's alias.
+  ct2  a CTranslate2 model folder (model.bin, config.json, shared_vocabulary.json), the
+       run's tokenizer and t2_export.json (config, decoding settings, the checkpoint it
+       came from, the quantization); float32 (the default) keeps the weights exact. Needs
+       the serving extra: pip install -e ".[serve]" (docs/serving.md).
+Every exported folder is a TARGET of `t2 translate` and `t2 evaluate` as it is."""
 
 from __future__ import annotations
 
 import argparse
 
-from t2.cli import check_out_folder
+from t2.commands.options import check_out_folder
+from t2.registry import EXPORT
 from t2.serve import QUANTIZATIONS
 
-HELP = "export a trained model to CTranslate2 for serving (int8 / float16 optional)"
+HELP = "export a trained model as a Hugging Face (hf) or CTranslate2 (ct2) folder"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    import t2.opener  # noqa: F401  (registers the formats, for the choices below)
+
     parser.add_argument("checkpoint", help="a run directory (its best checkpoint) or a checkpoint")
-    parser.add_argument("--format", default="ct2", choices=("ct2",),
-                        help="ct2: a CTranslate2 model folder (the only format)")  # fmt: skip
+    parser.add_argument(
+        "--format", default="ct2", choices=EXPORT.names(),
+        help="hf: a Hugging Face model folder; ct2: CTranslate2 (default)",
+    )  # fmt: skip
     parser.add_argument("--out", required=True, help="the folder to write")
-    parser.add_argument("--quantization", default="float32", choices=QUANTIZATIONS,
-                        help="weight type of the export (default float32: exact)")  # fmt: skip
+    parser.add_argument("--quantization", choices=QUANTIZATIONS,
+                        help="ct2: weight type of the export (default float32: exact)")  # fmt: skip
+    parser.add_argument("--name", help="hf: the repo id the card's example loads (default: --out)")
     parser.add_argument(
         "--average-last", type=int, default=0, metavar="N",
         help="export the average of the last N checkpoints (the paper used 5)",
@@ -31,8 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from t2.serve.ct2 import export_run
+    from t2.exporting import export
 
     check_out_folder(args.out)
-    folder = export_run(args.checkpoint, args.out, args.quantization, args.average_last)
-    print(f"exported {args.checkpoint} to {folder} (CTranslate2, {args.quantization})")
+    options = {"quantization": args.quantization, "name": args.name}
+    folder = export(args.checkpoint, args.format, args.out, average_last=args.average_last,
+                    **options)  # fmt: skip
+    print(f"exported {args.checkpoint} to {folder} ({args.format})")

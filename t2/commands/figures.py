@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.cli import check_out_folder, default_device
+from t2.commands.options import check_out_folder, default_device
 
 HELP = "draw a run's figures: positional encoding, attention maps, LR finder, curves"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.cli import check_out_folder
+from t2.commands.options import check_out_folder
 
 HELP = "upload a run's checkpoint to the Hugging Face Hub with a generated model card"
 
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from t2.hub import push
+    from t2.exporting import push
 
     if args.out:
         check_out_folder(args.out)

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from t2.cli import default_device
+from t2.commands.options import default_device
 from t2.errors import ConfigError, DataError
 
 HELP = "report 003's robustness suite: perturbed sources, checkpoints side by side"
@@ -19,7 +19,8 @@ HELP = "report 003's robustness suite: perturbed sources, checkpoints side by si
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--checkpoint", nargs="+", required=True, help="run directories or checkpoints"
+        "--checkpoint", nargs="+", required=True,
+        help="run directories, checkpoints or hf model folders (t2's model is needed)",
     )
     parser.add_argument("--src", required=True, help="source file, one sentence a line")
     parser.add_argument("--ref", required=True, help="reference file aligned with --src")
@@ -35,7 +36,8 @@ def run(args: argparse.Namespace) -> None:
 
     from t2.evaluation.robustness import run_suite, side_by_side, to_json
     from t2.evaluation.scoring import local_testset
-    from t2.rundir import RunDir, load_run
+    from t2.opener import open_model
+    from t2.rundir import RunDir
 
     if args.batch_size < 1 or args.max_sentences < 0:
         raise ConfigError("--batch-size must be at least 1 and --max-sentences at least 0")
@@ -47,8 +49,13 @@ def run(args: argparse.Namespace) -> None:
     sources, references = data.sources[:limit], data.references[0][:limit]
     results = {}
     for path in args.checkpoint:
-        model, cfg, tokenizer, ckpt = load_run(path, 0, device)
-        label = f"{RunDir.of(ckpt).path.name}/{ckpt.name} ({cfg.model.positional})"
+        opened = open_model(path, device=device)
+        if opened.model is None:
+            raise ConfigError(f"{path} is a {opened.kind} export; the suite needs t2's model: "
+                              f"pass the run it came from")  # fmt: skip
+        model, cfg, tokenizer, ckpt = opened.model, opened.cfg, opened.tokenizer, opened.path
+        name = f"{RunDir.of(ckpt).path.name}/{ckpt.name}" if opened.kind == "run" else ckpt.name
+        label = f"{name} ({cfg.model.positional})"
         if label in results:
             label = f"{label} #{len(results) + 1}"
         results[label] = run_suite(

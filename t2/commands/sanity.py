@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from t2.cli import check_out_folder
+from t2.commands.options import check_out_folder
 
 HELP = "train every component combination on report 002's toy tasks; a table of exact match"
 

@@ -1,5 +1,5 @@
-"""Save a run's checkpoint as a Hugging Face model folder, offline:
-t2 save RUN_OR_CHECKPOINT --out DIR [--name OWNER/NAME].
+"""Save a run's checkpoint as a Hugging Face model folder, offline (the alias of
+`t2 export --format hf`): t2 save RUN_OR_CHECKPOINT --out DIR [--name OWNER/NAME].
 
 Writes model.safetensors, config.json (the full t2 config, format and version), the
 tokenizer files and README.md, a model card generated from the run's own files
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.cli import check_out_folder
+from t2.commands.options import check_out_folder
 
 HELP = "save a run's checkpoint as a model folder with its model card (no upload)"
 
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from t2.hub import save_run
+    from t2.exporting import save_run
 
     check_out_folder(args.out)
     folder = save_run(args.checkpoint, args.out, args.name)

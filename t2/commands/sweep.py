@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from t2.cli import check_out_folder, default_device
+from t2.commands.options import check_out_folder, default_device
 
 HELP = "train a sweep of arms x seeds (resumable) and report differences with intervals"
 

@@ -10,7 +10,7 @@ import argparse
 import time
 from pathlib import Path
 
-from t2.cli import add_recipe_arguments, check_out_folder
+from t2.commands.options import add_recipe_arguments, check_out_folder
 
 HELP = "train a recipe's joint BPE tokenizer once, to reuse with data.tokenizer"
 

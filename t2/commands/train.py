@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from t2.cli import add_recipe_arguments, check_out_folder
+from t2.commands.options import add_recipe_arguments, check_out_folder
 
 HELP = "train a recipe (CPU, GPU, torchrun, accelerate launch); --resume continues a run"
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"suggested learning rate: {suggestion:.3g} (plot: {plot})")
         return
     from t2.rundir import RunDir
-    from t2.train import run_training
+    from t2.train.run import run_training
 
     results = run_training(cfg, args.recipe, out, args.resume, args.wandb)
     if results:

@@ -1,8 +1,10 @@
-"""Translate text line by line: t2 translate --checkpoint RUN_OR_CHECKPOINT [--input FILE]
-[--beam-size N] [--engine t2|ct2]. Reads standard input by default and writes one line per
-input line (blank lines stay blank), flushing after every batch; --nbest N writes N lines
-per input as `INDEX ||| TRANSLATION ||| SCORE` (Moses n-best format). --engine ct2 reads a
-folder written by `t2 export --format ct2` and translates with CTranslate2."""
+"""Translate text line by line: t2 translate --checkpoint TARGET [--input FILE] [--beam-size N]
+[--search greedy|beam|sample]. TARGET is a run, a checkpoint, an exported folder or a hub
+repo id; a CTranslate2 export (t2 export --format ct2) translates with CTranslate2. Reads
+standard input by default and writes one line per input line (blank lines stay blank),
+flushing after every batch; --nbest N writes N lines per input as
+`INDEX ||| TRANSLATION ||| SCORE` (Moses n-best format). Back-translation samples:
+--search sample [--temperature T --top-k K --top-p P --seed S] (reproducible by --seed)."""
 
 from __future__ import annotations
 
@@ -13,35 +15,45 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from t2.cli import add_decode_arguments, decode_changes, default_device
+from t2.commands.options import (
+    add_decode_arguments,
+    add_engine_arguments,
+    decode_changes,
+    default_device,
+)  # fmt: skip
 from t2.errors import DataError
-from t2.serve import add_engine_argument
 
 HELP = "translate standard input or a file line by line (n-best in Moses format)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="a run, a checkpoint or an export")
+    parser.add_argument(
+        "--checkpoint", required=True, metavar="TARGET",
+        help="a run directory (its best checkpoint), a checkpoint, an exported folder (hf or "
+        "ct2) or a Hugging Face Hub repo id (owner/name)",
+    )  # fmt: skip
     parser.add_argument("--input", help="file to translate (default: standard input)")
     parser.add_argument("--output", help="file to write (default: standard output)")
     add_decode_arguments(parser, nbest=True)
-    add_engine_argument(parser)
+    add_engine_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     import dataclasses
 
     from t2.atomic import atomic_text
-    from t2.serve.engine import open_engine
+    from t2.opener import open_model
 
     if args.input and not Path(args.input).is_file():
         raise DataError(f"input file {args.input} not found; pass an existing file or use stdin")
     if args.output and not Path(args.output).parent.is_dir():
         raise DataError(f"output folder of {args.output} not found; create it or pass another")
     device = default_device(args.device)
-    engine = open_engine(args.checkpoint, args.engine, args.average_last, device, args.precision,
-                         args.workers)  # fmt: skip
-    decode = dataclasses.replace(engine.cfg.decode, **decode_changes(args))  # checks nbest <= beam
+    opened = open_model(args.checkpoint, average_last=args.average_last, device=device,
+                        precision=args.precision, workers=args.workers,
+                        engine=args.engine)  # fmt: skip
+    engine = opened.engine
+    decode = dataclasses.replace(opened.cfg.decode, **decode_changes(args))  # checked again
     with contextlib.ExitStack() as stack:
         if not args.input and hasattr(sys.stdin, "reconfigure"):  # strict, as for files
             sys.stdin.reconfigure(encoding="utf-8", errors="strict")

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from t2.config import SAVED_BEFORE
 from t2.data.buckets import cells, padding_optimal_cuts, shapes
+from t2.data.config import SAVED_BEFORE
 from t2.errors import DataError
 
 MOST_BOUNDARIES = 32  # per side; the shape limit usually binds well before

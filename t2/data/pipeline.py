@@ -19,8 +19,8 @@ import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
-from t2.config import DataConfig
 from t2.data.clean import Report, clean_pairs, length_mask, map_procs
+from t2.data.config import DataConfig
 from t2.data.sources import SPLITS, parse_spec, read_source
 from t2.errors import ConfigError, DataError
 from t2.progress import Progress, datasets_bars, on_terminal

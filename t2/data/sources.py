@@ -11,7 +11,7 @@ from pathlib import Path
 
 import datasets
 
-from t2.config import DataConfig
+from t2.data.config import DataConfig
 from t2.data.tasks import TASKS, generate
 from t2.errors import ConfigError, DataError
 

@@ -17,13 +17,12 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from transformers import PreTrainedTokenizerFast
 
 from t2.atomic import atomic_folder
-from t2.config import DataConfig
+from t2.data.config import DataConfig
 from t2.data.pipeline import load_pairs
 from t2.errors import DataError
 from t2.progress import Progress, on_terminal
+from t2.specials import SPECIALS
 
-SPECIALS = {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "unk": "<unk>"}  # ids 0, 1, 2, 3
-PAD, BOS, EOS, UNK = (list(SPECIALS).index(k) for k in ("pad", "bos", "eos", "unk"))
 FULL_ALPHABET_FROM = 1000  # vocabularies this large hold all 256 bytes: no input is unknown
 TRAIN_COMMAND = "python tokenizer/train_tokenizer.py --recipe NAME --out DIR"
 

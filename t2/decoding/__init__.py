@@ -1,5 +1,2 @@
-"""Decoding: cached greedy and batched beam search, checkpoint averaging."""
-
-from t2.decoding.search import Hypothesis, beam_search, greedy_search, length_penalty, search
-
-__all__ = ["Hypothesis", "beam_search", "greedy_search", "length_penalty", "search"]
+"""Decoding: search strategies (a registry: greedy, beam, sampling), their options and
+the translation service that turns text into ids and back around them."""

@@ -1,5 +1,2 @@
-"""Evaluation: translation in batches, sacreBLEU scoring, the robustness suite."""
-
-from t2.evaluation.evaluate import decode_ids, translate, translate_nbest, translate_stream
-
-__all__ = ["decode_ids", "translate", "translate_nbest", "translate_stream"]
+"""Evaluation: sacreBLEU scoring of a test set, forced-decoding measures and the
+robustness suite; translation itself is t2.serve.engine's."""

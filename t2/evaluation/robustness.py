@@ -21,12 +21,12 @@ from transformers import PreTrainedTokenizerFast
 
 from t2.config import Config
 from t2.data import collate, encode_source
-from t2.data.tokenizer import BOS, EOS, PAD
-from t2.evaluation.evaluate import decode_ids, length_batches
 from t2.evaluation.forced import teacher_forced
 from t2.evaluation.scoring import score_corpus
 from t2.model.transformer import Transformer
 from t2.progress import Progress
+from t2.serve.engine import T2Engine, length_batches
+from t2.specials import BOS, EOS, PAD
 
 Perturbation = Callable[[list[int], random.Random], list[int]]
 
@@ -118,13 +118,14 @@ def run_suite(
     model.eval()
     src_ids = encode_source(tokenizer, list(sources), cfg.data.src_bos)
     tgt_ids = [[BOS, *row[:-1], EOS] for row in encode_source(tokenizer, list(references), False)]
-    decode = replace(cfg.decode, beam_size=1, nbest=1, batch_size=batch_size)
+    decode = replace(cfg.decode, search="greedy", nbest=1, batch_size=batch_size)
+    engine = T2Engine(model, tokenizer, cfg.data.src_bos)
     results = []
     with Progress(len(PERTURBATIONS) * len(src_ids), desc, "sentences") as progress:
         for name in PERTURBATIONS:
             perturbed = perturb_sources(src_ids, name, seed)
             loss, accuracy, position = forced_on_ids(model, perturbed, tgt_ids, batch_size)
-            hyps = decode_ids(model, perturbed, decode, progress=progress)
+            hyps = engine.decode_ids(perturbed, decode, progress)
             texts = tokenizer.batch_decode([h[0].tokens for h in hyps], skip_special_tokens=True)
             bleu = score_corpus([t.strip() for t in texts], [list(references)]).bleu
             results.append(ConditionResult(name, loss, accuracy, bleu, position))

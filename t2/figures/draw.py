@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from t2.atomic import atomic_file
 from t2.model.positional import sinusoid_table
 from t2.train.lr_find import smooth
 
@@ -24,17 +25,14 @@ SCHEME_NOTES = {
     "learned": "the model learns its own table; this one is drawn for reference",
     "rope": "the model rotates queries and keys instead; drawn for reference",
     "none": "the model has no positions; drawn for reference",
+    "alibi": "the model biases attention by distance instead; drawn for reference",
 }
 
 
 def save_png(fig: Figure, path: Path) -> Path:
-    """Write `fig` as PNG to path atomically (a temporary name, then a rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        fig.savefig(tmp, format="png", dpi=DPI)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write `fig` as PNG to path atomically (t2.atomic)."""
+    with atomic_file(path, binary=True) as f:
+        fig.savefig(f, format="png", dpi=DPI)
     return path
 
 

@@ -11,13 +11,13 @@ from tokenizers import decoders
 
 from t2.config import Config
 from t2.data import encode_source, load_pairs
-from t2.data.tokenizer import BOS
 from t2.errors import CheckpointError, DataError
-from t2.evaluation.evaluate import decode_ids, pad_batch
 from t2.figures.capture import capture_attention
 from t2.figures.draw import draw_attention, draw_lr_find, draw_positional
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, load_run, resolve
+from t2.serve.engine import T2Engine, pad_batch
+from t2.specials import BOS
 
 FIGURES = "figures"  # the default output folder inside the run directory
 LR_FIND = "lr_find.json"  # what `t2 train --lr-find` leaves in the run directory
@@ -101,8 +101,9 @@ def attention_figures(
     teacher-forced pass over BOS + that translation."""
     device = next(model.parameters()).device
     src_ids = encode_source(tokenizer, [sentence], cfg.data.src_bos)[0]
-    greedy = replace(cfg.decode, beam_size=1, nbest=1)
-    output = decode_ids(model, [src_ids], greedy, device)[0][0].tokens
+    greedy = replace(cfg.decode, search="greedy", nbest=1)
+    engine = T2Engine(model, tokenizer, cfg.data.src_bos, device)
+    output = engine.decode_ids([src_ids], greedy, None)[0][0].tokens
     tgt_ids = [BOS, *output]
     maps = capture_attention(model, pad_batch([src_ids], device), pad_batch([tgt_ids], device))
     src_labels, tgt_labels = token_labels(tokenizer, src_ids), token_labels(tokenizer, tgt_ids)

@@ -10,9 +10,10 @@
 
 `Pretrained.from_pretrained(DIR_OR_REPO_ID)` reads a folder, or a repo through the hub's
 cache (huggingface_hub.snapshot_download; offline, the cache alone); `save_pretrained`
-writes one atomically. `t2 save` writes a run's checkpoint as such a folder with its model
-card, `t2 push` uploads it (HfApi.create_repo and upload_folder), and `t2 evaluate` /
-`t2 translate --checkpoint DIR` read the folder like a run directory. Details: docs/hub.md.
+writes one atomically. The folder is the `hf` export format: `t2 export RUN --format hf`
+(or `t2 save`) writes a run's checkpoint as such a folder with its model card, `t2 push`
+uploads it (HfApi.create_repo and upload_folder), and `t2 evaluate` / `t2 translate
+--checkpoint DIR_OR_REPO_ID` open it as they open a run (t2.opener). Details: docs/hub.md.
 """
 
 from t2.hub.card import model_card
@@ -23,7 +24,7 @@ from t2.hub.pretrained import (
     is_pretrained,
     save_pretrained,
 )  # fmt: skip
-from t2.hub.push import push, save_run
+from t2.hub.push import upload
 
 __all__ = [
     "HUB_FORMAT",
@@ -31,7 +32,6 @@ __all__ = [
     "from_pretrained",
     "is_pretrained",
     "model_card",
-    "push",
     "save_pretrained",
-    "save_run",
+    "upload",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from t2 import __version__
 from t2.errors import CheckpointError
+from t2.hub.layout import FILES
 
 
 def _first_line(err: BaseException) -> str:
@@ -47,8 +48,6 @@ def _download(repo_id: str, revision: str | None, cache_dir: str | Path | None) 
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
-
-    from t2.hub.pretrained import FILES
 
     cache = Path(cache_dir or constants.HF_HUB_CACHE)
     where = f"no local folder {repo_id}, and as a Hugging Face repo"

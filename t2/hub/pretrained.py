@@ -1,5 +1,6 @@
 """save_pretrained / from_pretrained: a t2 model, its config and tokenizer as one folder
-(layout: t2/hub/__init__), locally or through the Hugging Face Hub's cache."""
+(layout: t2/hub/__init__), locally or through the Hugging Face Hub's cache; registered as
+the `hf` export format (`t2 export RUN --format hf`, alias `t2 save`)."""
 
 from __future__ import annotations
 
@@ -10,24 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 from transformers import PreTrainedTokenizerFast
 
 from t2 import __version__
 from t2.atomic import atomic_folder
 from t2.config import Config, DecodeConfig
+from t2.data.tokenizer import load_tokenizer
 from t2.errors import CheckpointError, ConfigError
+from t2.hub.card import model_card
+from t2.hub.download import locate
+from t2.hub.layout import CARD, CONFIG_JSON, HUB_FORMAT, REQUIRED, SECTIONS, TOP_KEYS, WEIGHTS
+from t2.model.summary import count_parameters
 from t2.model.transformer import Transformer
-from t2.rundir.layout import WEIGHTS
-from t2.rundir.store import load_weights, unique_state
-
-HUB_FORMAT = 1  # the folder format this t2 writes and the newest it reads
-CONFIG_JSON, CARD = "config.json", "README.md"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-REQUIRED = (CONFIG_JSON, WEIGHTS, "tokenizer.json")
-FILES = (CONFIG_JSON, WEIGHTS, *TOKENIZER_FILES, CARD)  # what is written, uploaded, downloaded
-SECTIONS = ("model", "data", "train", "decode")
-TOP_KEYS = ("t2_format", "t2_version", *SECTIONS, "source")  # source: the run it came from
+from t2.registry import EXPORT
+from t2.rundir.store import load_weights, save_weights, unique_state
+from t2.serve.engine import T2Engine, translate
+from t2.serve.formats import ExportFormat, Opened
 
 
 def is_pretrained(path: str | Path) -> bool:
@@ -91,8 +90,6 @@ class Pretrained:
         cache_dir: str | Path | None = None, device: str | torch.device = "cpu",
     ) -> Pretrained:  # fmt: skip
         """A local folder, else a hub repo id (owner/name) through the hub's cache."""
-        from t2.hub.download import locate
-
         return load_folder(locate(name, revision, cache_dir), device)
 
     def save_pretrained(
@@ -102,11 +99,8 @@ class Pretrained:
 
     def translate(self, sentences: Sequence[str], **decode: Any) -> list[str]:
         """Best translations in input order; keyword arguments override decode.* keys."""
-        from t2.evaluation.evaluate import translate
-
         settings = replace(self.decode, **decode)
-        src_bos = self.config.data.src_bos
-        return translate(self.model, self.tokenizer, sentences, settings, None, src_bos)
+        return translate(self.model, self.tokenizer, sentences, settings, self.config.data.src_bos)
 
 
 def from_pretrained(name: str | Path, **kwargs: Any) -> Pretrained:
@@ -117,8 +111,6 @@ def from_pretrained(name: str | Path, **kwargs: Any) -> Pretrained:
 def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Pretrained:
     """Read a saved folder: config, then the weights into the model it describes (every
     name and shape checked), then the tokenizer (its size checked against the model)."""
-    from t2.data import load_tokenizer
-
     folder = Path(folder)
     missing = [name for name in REQUIRED if not (folder / name).is_file()]
     if missing:
@@ -155,11 +147,42 @@ def save_pretrained(
             f"{cfg.model.vocab_size}; pass the tokenizer the model was trained with"
         )
     with atomic_folder(folder) as tmp:
-        state = {k: v.detach().contiguous().cpu() for k, v in unique_state(model).items()}
-        save_file(state, str(tmp / WEIGHTS), metadata={"format": "pt"})
+        save_weights(unique_state(model), tmp)
         text = json.dumps(config_record(cfg, source), indent=2) + "\n"
         (tmp / CONFIG_JSON).write_text(text, encoding="utf-8")
         tokenizer.save_pretrained(tmp)
         if card is not None:
             (tmp / CARD).write_text(card, encoding="utf-8")
     return folder
+
+
+@EXPORT.register("hf")
+class HfFormat(ExportFormat):
+    """A model folder for the Hugging Face Hub: model.safetensors, config.json, the
+    tokenizer and a model card generated from the run's files (README.md)."""
+
+    name = "hf"
+    options = ("name",)
+
+    @staticmethod
+    def detect(folder: Path) -> bool:
+        return is_pretrained(folder)
+
+    def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
+        saved = load_folder(folder, device)
+        model = saved.model if precision is None else saved.model.to(getattr(torch, precision))
+        engine = T2Engine(model, saved.tokenizer, saved.config.data.src_bos, device)
+        source = json.loads((folder / CONFIG_JSON).read_text(encoding="utf-8")).get("source")
+        return Opened(engine, saved.config, saved.tokenizer, self.name, folder, model,
+                      dict(source or {}))  # fmt: skip
+
+    def save(self, opened: Opened, out: Path, name: str | None = None) -> Path:
+        """`name`: the repo id the card's example loads (default: `out`)."""
+        if opened.kind != "run":
+            raise CheckpointError(
+                f"{opened.path} is already a saved model folder; push or copy it as it is"
+            )
+        card = model_card(opened.path, opened.cfg, count_parameters(opened.model),
+                          name or str(out))  # fmt: skip
+        source = {"checkpoint": opened.path.name}
+        return save_pretrained(opened.model, opened.cfg, opened.tokenizer, out, card, source)

@@ -1,30 +1,14 @@
-"""A run's checkpoint as a saved folder with its model card (t2 save), and that folder
-uploaded to the Hugging Face Hub (t2 push) with HfApi.create_repo and upload_folder."""
+"""A saved model folder uploaded to the Hugging Face Hub (t2 push) with HfApi.create_repo and
+upload_folder; t2.exporting saves a run's checkpoint as such a folder first."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from t2 import __version__
 from t2.errors import CheckpointError, ConfigError
-from t2.hub.card import model_card
-from t2.hub.pretrained import FILES, is_pretrained, load_folder, save_pretrained
-
-
-def save_run(path: str | Path, out: str | Path, name: str | None = None) -> Path:
-    """Write the checkpoint of a run directory (its best, else latest) or a checkpoint
-    folder to `out`, with a model card naming `name` (a repo id; default: `out`)."""
-    from t2.model.summary import count_parameters
-    from t2.rundir import load_run
-
-    if is_pretrained(path):
-        raise CheckpointError(f"{path} is already a saved model folder; push or copy it as it is")
-    model, cfg, tokenizer, ckpt = load_run(path)
-    card = model_card(ckpt, cfg, count_parameters(model), name or str(out))
-    source = {"checkpoint": Path(ckpt).name}
-    return save_pretrained(model, cfg, tokenizer, out, card, source)
+from t2.hub.layout import FILES
 
 
 def check_repo_id(repo_id: str) -> None:
@@ -50,31 +34,18 @@ def check_token() -> None:
         )
 
 
-def push(
-    path: str | Path, repo_id: str, *, private: bool = False, message: str | None = None,
-    out: str | Path | None = None, api: Any = None,
+def upload(
+    folder: Path, repo_id: str, *, private: bool = False, message: str | None = None,
+    api: Any = None,
 ) -> str:  # fmt: skip
-    """Upload a run's checkpoint (saved with its card first, into `out` or a temporary
-    folder) or an already saved folder to `repo_id`; the commit's URL. `api`: an
-    huggingface_hub.HfApi (default: one with the stored token)."""
+    """Upload a saved model folder (the hf format) to `repo_id`; the commit's URL. `api`:
+    an huggingface_hub.HfApi (default: one with the stored token)."""
     check_repo_id(repo_id)
-    message = message or f"t2 {__version__}: {Path(path).name}"
+    message = message or f"t2 {__version__}: {Path(folder).name}"
     if api is None:
-        from huggingface_hub import HfApi
-
+        from huggingface_hub import HfApi  # a heavy import, only where uploading
         check_token()
         api = HfApi(library_name="t2")
-    if is_pretrained(path):
-        load_folder(path)  # a folder that does not load is refused before the upload
-        return _upload(api, Path(path), repo_id, private, message)
-    if out is not None:
-        return _upload(api, save_run(path, out, repo_id), repo_id, private, message)
-    with tempfile.TemporaryDirectory(prefix="t2-push-") as tmp:
-        folder = save_run(path, Path(tmp) / "model", repo_id)
-        return _upload(api, folder, repo_id, private, message)
-
-
-def _upload(api: Any, folder: Path, repo_id: str, private: bool, message: str) -> str:
     from huggingface_hub.utils import HfHubHTTPError
 
     try:

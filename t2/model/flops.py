@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from t2.config import ModelConfig
+from t2.model.config import ModelConfig
 from t2.registry import FFN
 
 

@@ -15,7 +15,7 @@ from t2.model.attention import CrossAttention, SelfAttention
 from t2.model.positional import LearnedPositional
 
 if TYPE_CHECKING:
-    from t2.config import ModelConfig
+    from t2.model.config import ModelConfig
 
 
 def _xavier_blocks(linear: nn.Linear, n_blocks: int) -> None:

@@ -96,7 +96,12 @@ def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: b
 
 @ATTENTION.register("sdpa")
 def sdpa_attention(
-    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_padding: Tensor | None,
+    causal: bool,
+    dropout_p: float,
     bias: Tensor | None = None,
 ) -> Tensor:
     """PyTorch's fused scaled_dot_product_attention: on CUDA its flash and memory-efficient
@@ -109,7 +114,12 @@ def sdpa_attention(
 
 @ATTENTION.register("sdpa_cudnn")
 def sdpa_cudnn_attention(
-    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_padding: Tensor | None,
+    causal: bool,
+    dropout_p: float,
     bias: Tensor | None = None,
 ) -> Tensor:
     """`sdpa` with cuDNN's kernel first on CUDA (it builds a plan per shape; with few
@@ -133,7 +143,12 @@ def attention_weights(q: Tensor, k: Tensor, key_padding: Tensor | None, causal: 
 
 @ATTENTION.register("math")
 def math_attention(
-    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_padding: Tensor | None,
+    causal: bool,
+    dropout_p: float,
     bias: Tensor | None = None,
 ) -> Tensor:
     """The explicit formula, for reference: softmax(q k^T / sqrt(Dh) + bias + mask) v."""
@@ -146,7 +161,12 @@ FLASH_ATTN_AVAILABLE = importlib.util.find_spec("flash_attn") is not None
 
 @ATTENTION.register("flash_attn")
 def flash_attention(
-    q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, dropout_p: float,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_padding: Tensor | None,
+    causal: bool,
+    dropout_p: float,
     bias: Tensor | None = None,
 ) -> Tensor:
     """FlashAttention-2 (Dao 2023) when installed, on CUDA in 16-bit and without a padding

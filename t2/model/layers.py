@@ -7,8 +7,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from t2.config import ModelConfig
 from t2.model.attention import CrossAttention, KVCache, SelfAttention
+from t2.model.config import ModelConfig
 from t2.model.ffn import build_ffn
 from t2.model.fused import Dropout
 from t2.model.norm import build_norm

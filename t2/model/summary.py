@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from t2.config import ModelConfig
+from t2.model.config import ModelConfig
 from t2.model.loss import CUDA_PROJECTION_ROWS
 from t2.registry import FFN
 

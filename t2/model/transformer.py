@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from t2.config import ModelConfig
 from t2.model.attention import KVCache
 from t2.model.codepath import code_path
+from t2.model.config import ModelConfig
 from t2.model.fused import Dropout
 from t2.model.init import initialise
 from t2.model.layers import DecoderLayer, EncoderLayer

@@ -29,9 +29,9 @@ from t2.rundir.layout import (
     write_json,
 )  # fmt: skip
 from t2.rundir.metrics import read_records, rewrite_records
+from t2.rundir.run import load_run
 from t2.rundir.store import (
     load_model,
-    load_run,
     load_training_state,
     load_weights,
     read_config,

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from t2.atomic import atomic_folder
 from t2.errors import CheckpointError, T2Error
 from t2.rundir.layout import (
     CONFIG,
@@ -93,15 +94,10 @@ def average_checkpoints(path: str | Path, n: int, out: str | Path | None = None)
         )
     if len({read_config(p).model for p in found}) > 1:
         raise CheckpointError(f"the last {n} checkpoints of {path} differ in model config")
-    tmp = folder.with_name(f".tmp-{folder.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     cfg_text = (newest / CONFIG).read_text(encoding="utf-8")
     meta = new_meta(read_meta(newest).get("world_size", 1), averaged=sources)
-    if out:
-        shutil.copytree(tokenizer_folder(newest, read_config(newest)), tmp / TOKENIZER)
-    write_folder(tmp, average_weights(found), cfg_text, meta)
-    if folder.exists():
-        shutil.rmtree(folder)
-    tmp.rename(folder)
+    with atomic_folder(folder) as tmp:
+        if out:
+            shutil.copytree(tokenizer_folder(newest, read_config(newest)), tmp / TOKENIZER)
+        write_folder(tmp, average_weights(found), cfg_text, meta)
     return folder

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 import torch
 
 from t2 import __version__
+from t2.atomic import atomic_text
 from t2.errors import CheckpointError, ConfigError
 
 FORMAT = 2  # written by this t2; format 1 (t2 0.1) had no meta.json and a per-process position
@@ -96,10 +97,8 @@ class RunDir:
         return None
 
     def mark_best(self, ckpt: Path) -> None:
-        marker = self.checkpoint_dir / BEST
-        tmp = marker.with_suffix(".tmp")
-        tmp.write_text(ckpt.name + "\n")
-        tmp.replace(marker)
+        with atomic_text(self.checkpoint_dir / BEST) as f:
+            f.write(ckpt.name + "\n")
 
     def last(self, n: int, until: Path | None = None) -> list[Path]:
         """The last `n` complete checkpoints, ending at `until` if given."""
@@ -205,6 +204,5 @@ def _missing_in_a_current_run(folder: Path) -> None:
 
 def write_json(path: Path, record: dict[str, Any]) -> None:
     """Write a small JSON file atomically (a reader never sees half of it)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    with atomic_text(path) as f:
+        f.write(json.dumps(record, indent=2) + "\n")

@@ -1,8 +1,9 @@
 """Writing and reading checkpoints: atomic writes, checksums, weights through safetensors.
 
-A checkpoint is assembled in `checkpoints/.tmp-step-N/` and renamed to `step-N/` after its
-`meta.json` (with the SHA-256 of each file) and `COMPLETE` marker are written, so a process
-killed mid-write leaves only a `.tmp-` folder, never loaded and removed by the next save.
+A checkpoint is assembled in `checkpoints/.tmp-step-N-*/` (t2.atomic) and renamed to
+`step-N/` after its `meta.json` (with the SHA-256 of each file) and `COMPLETE` marker are
+written, so a process killed mid-write leaves only a `.tmp-` folder, never loaded and
+removed by the next save.
 Weights load through safetensors and the training state with `weights_only=True`: no pickle.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from t2.atomic import atomic_folder
 from t2.config import Config
 from t2.errors import CheckpointError, T2Error
 from t2.model.transformer import Transformer
@@ -57,8 +59,10 @@ def unique_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_weights(state: dict[str, torch.Tensor], folder: Path) -> None:
-    """Weights as safetensors; tied matrices are stored once (safetensors forbids sharing)."""
-    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(folder / WEIGHTS))
+    """Weights as safetensors; tied matrices are stored once (safetensors forbids sharing).
+    The only writer of t2's weight files: checkpoints, averages and model folders."""
+    tensors = {k: v.detach().contiguous().cpu() for k, v in state.items()}
+    save_file(tensors, str(folder / WEIGHTS), metadata={"format": "pt"})  # as transformers
 
 
 def write_folder(
@@ -85,13 +89,11 @@ def save_checkpoint(
     for stale in run.checkpoint_dir.glob(".tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     final = run.checkpoint(step)
-    tmp = final.with_name(f".tmp-{final.name}")
     meta = new_meta(world_size, step=step)
     try:
-        tmp.mkdir()
-        write_folder(tmp, unique_state(model), cfg.to_yaml(), meta, state)
+        with atomic_folder(final) as tmp:  # .tmp-step-N-*: never read as a checkpoint
+            write_folder(tmp, unique_state(model), cfg.to_yaml(), meta, state)
     except (OSError, RuntimeError) as err:
-        shutil.rmtree(tmp, ignore_errors=True)
         if not _out_of_space(err):
             raise
         intact = run.latest()
@@ -100,9 +102,6 @@ def save_checkpoint(
             f"no space left on the device of {run.path} while writing checkpoint "
             f"{final.name}; {kept}: free space (or lower train.keep_last) and --resume"
         ) from None
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
     if best:
         run.mark_best(final)
     best_now = run.best()
@@ -212,31 +211,3 @@ def tokenizer_folder(ckpt: Path, cfg: Config) -> Path:
         f"no {TOKENIZER}/ folder beside {ckpt} or in its run directory; pass a checkpoint "
         f"inside a run directory written by train.py"
     )
-
-
-def load_run(
-    path: str | Path, average_last: int = 0, device: torch.device | str = "cpu"
-) -> tuple[Transformer, Config, Any, Path]:
-    """Model, config, tokenizer and checkpoint folder of a run directory, a checkpoint or a
-    saved model folder (t2/hub); with `average_last` N, the mean of the last N checkpoints."""
-    from t2.data import load_tokenizer
-    from t2.hub.pretrained import is_pretrained, load_folder
-    from t2.rundir.average import average_checkpoints
-
-    if is_pretrained(path):  # a folder written by save_pretrained (t2 save, t2/hub)
-        if average_last:
-            raise CheckpointError(
-                f"{path} is a saved model (one set of weights); drop --average-last"
-            )
-        saved = load_folder(path, device)
-        return saved.model, saved.config, saved.tokenizer, Path(path)
-    ckpt = average_checkpoints(path, average_last) if average_last else resolve(path)
-    model, cfg = load_model(ckpt, device)
-    folder = tokenizer_folder(ckpt, cfg)
-    tokenizer = load_tokenizer(folder)
-    if len(tokenizer) != cfg.model.vocab_size:
-        raise CheckpointError(
-            f"tokenizer {folder} has {len(tokenizer)} tokens but checkpoint {ckpt} has a "
-            f"vocabulary of {cfg.model.vocab_size}; use the tokenizer of the same run"
-        )
-    return model, cfg, tokenizer, ckpt

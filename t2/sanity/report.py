@@ -7,6 +7,7 @@ import csv
 import io
 from pathlib import Path
 
+from t2.atomic import atomic_text
 from t2.sanity.suite import Outcome
 
 CSV_FIELDS = ("combination", "positional", "norm", "ffn", "norm_position", "task", "pass_mark",
@@ -74,11 +75,10 @@ def csv_text(outcomes: list[Outcome]) -> str:
 
 
 def write_reports(outcomes: list[Outcome], out: Path) -> tuple[Path, Path]:
-    """OUT/sanity.md and OUT/sanity.csv, each written to a temporary name and renamed."""
+    """OUT/sanity.md and OUT/sanity.csv, each written whole or not at all (t2.atomic)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = (out / "sanity.md", out / "sanity.csv")
     for path, text in zip(paths, (markdown(outcomes), csv_text(outcomes)), strict=True):
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        with atomic_text(path) as f:
+            f.write(text)
     return paths

@@ -105,7 +105,7 @@ def _outcome(combo: Combination, task: str, results: dict[str, Any], read: bool)
 def _train(cfg: Config, recipe: str, folder: Path, wandb: str) -> dict[str, Any]:
     """One training, its output in FOLDER/train.log; resumes a run that has checkpoints."""
     from t2.rundir import RunDir
-    from t2.train import run_training
+    from t2.train.run import run_training
 
     resume = RunDir(folder).has_checkpoints()
     folder.mkdir(parents=True, exist_ok=True)

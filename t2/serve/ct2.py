@@ -30,12 +30,17 @@ from typing import Any
 
 import torch
 
+from t2 import __version__
 from t2.atomic import atomic_folder
 from t2.config import Config, ModelConfig
-from t2.errors import CheckpointError, T2Error
+from t2.data.tokenizer import load_tokenizer
+from t2.errors import CheckpointError, ConfigError, ExportError
 from t2.model.positional import sinusoid_table
 from t2.model.transformer import Transformer
+from t2.registry import EXPORT
 from t2.serve import QUANTIZATIONS
+from t2.serve.ct2_engine import Ct2Engine, translator
+from t2.serve.formats import ExportFormat, Opened
 
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
 # why a registered component has no mapping, where the reason is CTranslate2's
@@ -46,10 +51,6 @@ FFNS = {"relu": ("RELU", False), "gelu": ("GELU", False), "swiglu": ("SWISH", Tr
 TABLE_POSITIONS = ("sinusoidal", "learned")  # exported as a table of model.max_positions rows
 EXPORT_META = "t2_export.json"  # beside CTranslate2's files: what translation needs of the run
 EXPORT_FORMAT = 1
-
-
-class ExportError(T2Error):
-    """A model CTranslate2 cannot express, or the engine is missing."""
 
 
 def require_ctranslate2() -> None:
@@ -122,7 +123,7 @@ def _self_attention(spec: Any, layer: Any, norm: torch.nn.Module, cfg: ModelConf
 
 
 def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
-    from ctranslate2.specs import common_spec
+    from ctranslate2.specs import common_spec  # optional dependency: the serve extra
 
     activation, glu = FFNS[cfg.ffn]
     options: dict[str, Any] = dict(
@@ -136,7 +137,7 @@ def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
 
 def build_spec(model: Transformer, tokens: list[str], src_bos: bool) -> Any:
     """A CTranslate2 TransformerSpec holding the model's weights and its vocabulary."""
-    from ctranslate2.specs import transformer_spec
+    from ctranslate2.specs import transformer_spec  # optional dependency: the serve extra
 
     cfg = model.cfg
     check_exportable(cfg)
@@ -197,57 +198,22 @@ def _table_rows(cfg: ModelConfig) -> int | None:
     return cfg.max_positions if cfg.positional in TABLE_POSITIONS else None
 
 
-def _meta_value(folder: Path, key: str) -> Any:
-    """A key of a folder's meta.json; None where there is none (a saved or averaged folder
-    outside a run directory)."""
-    from t2.rundir import read_meta
+def _export_record(opened: Opened, quant: str) -> dict[str, Any]:
+    import ctranslate2  # optional dependency: the serve extra
 
-    try:
-        return read_meta(folder).get(key)
-    except CheckpointError:
-        return None
-
-
-def _export_record(cfg: Config, ckpt: Path, quant: str) -> dict[str, Any]:
-    import ctranslate2
-
-    from t2 import __version__
-
+    cfg = opened.cfg
     return {
         "format": EXPORT_FORMAT, "engine": "ctranslate2", "t2": __version__,
         "ctranslate2": ctranslate2.__version__, "quantization": quant,
-        "checkpoint": str(Path(ckpt).resolve()),
-        "recipe": _meta_value(Path(ckpt).parent.parent, "recipe"),  # the run's meta.json
-        "step": _meta_value(Path(ckpt), "step"), "src_bos": cfg.data.src_bos,
-        "max_positions": _table_rows(cfg.model), "decode": cfg.to_dict()["decode"],
-        "config": cfg.to_dict(),
+        "checkpoint": str(Path(opened.path).resolve()),
+        "recipe": opened.provenance.get("recipe"), "step": opened.provenance.get("step"),
+        "src_bos": cfg.data.src_bos, "max_positions": _table_rows(cfg.model),
+        "decode": cfg.to_dict()["decode"], "config": cfg.to_dict(),
     }  # fmt: skip
 
 
 def is_export(path: str | Path) -> bool:
     return (Path(path) / EXPORT_META).is_file()
-
-
-def export_run(
-    path: str | Path, out: str | Path, quant: str = "float32", average_last: int = 0
-) -> Path:
-    """Write a run's checkpoint (its best, or the given one; with `average_last` N, the mean
-    of the last N) as a CTranslate2 model folder with its tokenizer and EXPORT_META, which is
-    all `t2 translate/evaluate --engine ct2` read. The folder appears whole or not at all."""
-    from t2.rundir import load_run
-
-    require_ctranslate2()
-    out = Path(out)
-    if out.is_dir() and any(out.iterdir()) and not is_export(out):
-        raise ExportError(f"--out {out} exists and is not a t2 export; pass a new folder")
-    model, cfg, tokenizer, ckpt = load_run(path, average_last, "cpu")
-    check_exportable(cfg.model)
-    with atomic_folder(out) as tmp:
-        save_spec(model, cfg, tokenizer, str(tmp), quant)
-        tokenizer.save_pretrained(str(tmp))
-        record = _export_record(cfg, ckpt, quant)
-        (tmp / EXPORT_META).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    return out
 
 
 def read_export(path: str | Path) -> tuple[dict[str, Any], Config]:
@@ -267,3 +233,41 @@ def read_export(path: str | Path) -> tuple[dict[str, Any], Config]:
             f"{meta_path} is not export format {EXPORT_FORMAT}; export the run again with this t2"
         )
     return meta, Config.from_dict(meta["config"])
+
+
+@EXPORT.register("ct2")
+class Ct2Format(ExportFormat):
+    """A CTranslate2 model folder (model.bin, config.json, shared_vocabulary.json), the
+    run's tokenizer beside it and EXPORT_META: all that translating with it needs."""
+
+    name = "ct2"
+    options = ("quantization",)
+
+    @staticmethod
+    def detect(folder: Path) -> bool:
+        return is_export(folder)
+
+    def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
+        require_ctranslate2()
+        meta, cfg = read_export(folder)
+        tokenizer = load_tokenizer(folder)
+        engine = Ct2Engine(translator(str(folder), device, precision, workers), tokenizer,
+                           cfg.data.src_bos, meta["max_positions"], workers)  # fmt: skip
+        provenance = {k: meta.get(k) for k in ("recipe", "step", "checkpoint", "quantization")}
+        return Opened(engine, cfg, tokenizer, self.name, folder, None, provenance)
+
+    def save(self, opened: Opened, out: Path, quantization: str = "float32") -> Path:
+        """The folder appears whole or not at all; an existing one is replaced only if it
+        is an export."""
+        require_ctranslate2()
+        if opened.model is None:
+            raise ConfigError(f"{opened.path} is a CTranslate2 export; export the run it came from")
+        if out.is_dir() and any(out.iterdir()) and not is_export(out):
+            raise ExportError(f"--out {out} exists and is not a t2 export; pass a new folder")
+        check_exportable(opened.cfg.model)
+        with atomic_folder(out) as tmp:
+            save_spec(opened.model, opened.cfg, opened.tokenizer, str(tmp), quantization)
+            opened.tokenizer.save_pretrained(str(tmp))
+            record = json.dumps(_export_record(opened, quantization), indent=2) + "\n"
+            (tmp / EXPORT_META).write_text(record, encoding="utf-8")
+        return out

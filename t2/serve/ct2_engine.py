@@ -15,20 +15,19 @@ CTranslate2 finished is re-scored with ((5 + n) / 6)^alpha and the best are kept
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
-from t2.config import DecodeConfig
-from t2.data import encode_source, load_tokenizer
-from t2.data.tokenizer import EOS, SPECIALS
-from t2.decoding.search import Hypothesis, length_penalty
-from t2.errors import DataError
-from t2.evaluation.evaluate import length_batches
-from t2.serve.ct2 import read_export, require_ctranslate2
-from t2.serve.engine import Engine
+import torch
+
+from t2.decoding.common import Hypothesis, length_penalty, output_limits
+from t2.decoding.options import DecodeConfig
+from t2.errors import ExportError
+from t2.progress import Progress
+from t2.serve.engine import Engine, length_batches
+from t2.specials import EOS, SPECIALS
 
 
 def _device(device: str) -> tuple[str, int]:
@@ -37,65 +36,61 @@ def _device(device: str) -> tuple[str, int]:
     return name, int(index or 0)
 
 
+def translator(folder: str, device: str, precision: str | None, workers: int) -> Any:
+    """A ctranslate2.Translator over an export folder: `workers` batches decoded at once
+    (its inter_threads), each with its share of torch's threads (at least one)."""
+    import ctranslate2  # optional dependency: the serve extra
+
+    name, index = _device(device)
+    return ctranslate2.Translator(
+        folder, device=name, device_index=index, inter_threads=workers,
+        intra_threads=max(1, torch.get_num_threads() // workers),
+        compute_type=precision or "default",  # default: the export's --quantization
+    )  # fmt: skip
+
+
 class Ct2Engine(Engine):
-    """A CTranslate2 export folder (model.bin, its tokenizer and t2_export.json)."""
+    """CTranslate2's searches over a translator of an export (t2.serve.ct2's format)."""
 
     def __init__(
-        self, path: str | Path, device: str = "cpu", precision: str | None = None,
+        self, translator: Any, tokenizer: Any, src_bos: bool, max_positions: int | None,
         workers: int = 1,
     ) -> None:  # fmt: skip
-        """`workers` batches are decoded at once (CTranslate2's inter_threads), each with
-        its share of torch's threads (at least one)."""
-        require_ctranslate2()
-        import ctranslate2
-        import torch
-
-        self.ckpt = Path(path)
-        self.meta, self.cfg = read_export(path)
-        self.tokenizer = load_tokenizer(path)
-        self.workers = workers
-        name, index = _device(device)
-        self.translator = ctranslate2.Translator(
-            str(path), device=name, device_index=index, inter_threads=workers,
-            intra_threads=max(1, torch.get_num_threads() // workers),
-            compute_type=precision or "default",  # default: the export's --quantization
-        )  # fmt: skip
-        self.max_positions: int | None = self.meta["max_positions"]
+        self.translator, self.tokenizer, self.src_bos = translator, tokenizer, src_bos
+        self._max_positions, self.workers = max_positions, workers
         self._noted = False
 
-    def translate_nbest(
-        self, sentences: Sequence[str], decode: DecodeConfig, progress: Any = None
-    ) -> list[list[tuple[str, float]]]:
-        """(text, score) n-best lists in input order; a blank line gets [("", 0.0)]."""
-        keep = [i for i, s in enumerate(sentences) if s.strip()]
-        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
-        if not keep:
-            return out
-        src_ids = encode_source(self.tokenizer, [sentences[i] for i in keep], self.cfg.data.src_bos)
-        self._check_lengths(src_ids, [i + 1 for i in keep])
+    @property
+    def max_positions(self) -> int | None:
+        return self._max_positions
+
+    def decode_ids(
+        self, src_ids: Sequence[list[int]], decode: DecodeConfig, progress: Progress | None = None
+    ) -> list[list[Hypothesis]]:
+        """Every batch is queued at once; the translator's workers take them in turn."""
+        if decode.search == "sample":
+            raise ExportError(
+                "--search sample runs on t2's own engine: translate the run (or its hf "
+                "export), not its CTranslate2 export"
+            )
+        if decode.search == "greedy":  # CTranslate2's greedy search is its beam of 1
+            decode = replace(decode, beam_size=1)
         self._note(decode)
         hyps: list[list[Hypothesis]] = [[] for _ in src_ids]
         batches = list(length_batches([len(r) for r in src_ids], decode.batch_size))
-        # every batch is queued at once; the translator's workers take them in turn
         pending = [self.submit([src_ids[i] for i in batch], decode) for batch in batches]
         for batch, collect in zip(batches, pending, strict=True):
             for i, h in zip(batch, collect(), strict=True):
                 hyps[i] = h
             if progress is not None:
                 progress.update(len(batch))
-        flat = [h for nbest in hyps for h in nbest]
-        decoded = self.tokenizer.batch_decode([h.tokens for h in flat], skip_special_tokens=True)
-        texts = iter(decoded)
-        for i, nbest in zip(keep, hyps, strict=True):
-            out[i] = [(next(texts).strip(), h.score) for h in nbest]
-        return out
+        return hyps
 
     def limits(self, src_ids: Sequence[list[int]], decode: DecodeConfig) -> list[int]:
-        """t2's maximum number of tokens before EOS of each source (search.max_lengths)."""
-        out = [max(0, math.floor(decode.max_len_a * len(r) + decode.max_len_b)) for r in src_ids]
-        if self.max_positions is not None:  # BOS takes one row of the position table
-            out = [min(n, self.max_positions - 1) for n in out]
-        return out
+        """t2's maximum number of tokens before EOS of each source (output_limits)."""
+        lengths = torch.tensor([len(r) for r in src_ids])
+        limits = output_limits(lengths, decode.max_len_a, decode.max_len_b, self.max_positions)
+        return limits.tolist()
 
     def search(self, src_ids: Sequence[list[int]], decode: DecodeConfig) -> list[list[Hypothesis]]:
         """n-best hypotheses of one batch of source ids (t2's: [BOS] tokens EOS)."""
@@ -109,7 +104,7 @@ class Ct2Engine(Engine):
         in one call up to its longest limit, and the sentences whose output reached their
         own (shorter) limit, which t2 would have ended there, go again with that limit."""
         limits = self.limits(src_ids, decode)
-        head = 1 if self.cfg.data.src_bos else 0  # CTranslate2 adds BOS and EOS itself
+        head = 1 if self.src_bos else 0  # CTranslate2 adds BOS and EOS itself
         source = [self.tokenizer.convert_ids_to_tokens(r[head:-1]) for r in src_ids]
         longest = max(limits)
         jobs = self._translate(source, longest, decode)
@@ -165,18 +160,6 @@ class Ct2Engine(Engine):
             out.append(Hypothesis(body, log_prob, log_prob / lp))
         out.sort(key=lambda h: -h.score)
         return out[: decode.nbest]
-
-    def _check_lengths(self, src_ids: Sequence[list[int]], lines: Sequence[int]) -> None:
-        """A position table has max_positions rows: name the first line that does not fit."""
-        if self.max_positions is None:
-            return
-        for row, line in zip(src_ids, lines, strict=True):
-            if len(row) > self.max_positions:
-                raise DataError(
-                    f"line {line} has {len(row)} tokens, more than the {self.max_positions} "
-                    f"positions of the exported {self.cfg.model.positional} table; shorten or "
-                    f"split that line"
-                )
 
     def _note(self, decode: DecodeConfig) -> None:
         """Say once, on stderr, where CTranslate2's beam search differs from t2's settings."""

@@ -9,7 +9,10 @@ from typing import Any
 
 import torch
 
-from t2.config import DecodeConfig
+from t2.decoding.options import DecodeConfig
+from t2.evaluation.forced import teacher_forced
+from t2.evaluation.scoring import score_corpus
+from t2.serve.engine import translate
 
 
 def forced_summary(
@@ -17,8 +20,6 @@ def forced_summary(
 ) -> dict[str, float]:
     """Per-token cross-entropy (no smoothing), perplexity and next-token accuracy of the
     model in eval mode: the logged part of t2.evaluation.forced.teacher_forced."""
-    from t2.evaluation.forced import teacher_forced
-
     model.eval()
     figures = teacher_forced(model, loader, pad_id, device)
     return {k: figures[k] for k in ("loss", "ppl", "accuracy")}
@@ -29,16 +30,13 @@ def greedy_scores(
     decode: DecodeConfig, device: torch.device, src_bos: bool,
 ) -> dict[str, Any]:  # fmt: skip
     """BLEU, chrF and exact match of greedy translations of `sources`."""
-    from t2.evaluation.evaluate import translate
-
-    hyps = translate(model, tokenizer, sources, replace(decode, beam_size=1), device, src_bos)
+    greedy = replace(decode, search="greedy", nbest=1)
+    hyps = translate(model, tokenizer, sources, greedy, src_bos, device)
     return score_translations(hyps, references)
 
 
 def score_translations(hyps: list[str], references: list[str]) -> dict[str, Any]:
     """sacreBLEU's BLEU and chrF with signatures, and the share of exact matches."""
-    from t2.evaluation.scoring import score_corpus
-
     scores = score_corpus(hyps, [references]).to_dict()
     exact = sum(h.strip() == r.strip() for h, r in zip(hyps, references, strict=True))
     return {**scores, "exact_match": exact / max(len(references), 1)}
@@ -51,12 +49,10 @@ def final_evaluation(
 ) -> dict[str, Any]:  # fmt: skip
     """The test split: teacher-forced figures (under `autocast`: the training's precision, as
     validation computes them) and the scores of `decode`'s search."""
-    from t2.evaluation.evaluate import translate
-
     with autocast():
         figures = forced_summary(model, loader, tokenizer.pad_token_id, device)
     results = {f"test_{k}": v for k, v in figures.items()}
-    hyps = translate(model, tokenizer, list(pairs["src"]), decode, device, src_bos)
+    hyps = translate(model, tokenizer, list(pairs["src"]), decode, src_bos, device)
     results.update(score_translations(hyps, list(pairs["tgt"])))
     results.update({"n_sentences": len(hyps), "beam_size": decode.beam_size})
     return results

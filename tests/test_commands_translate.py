@@ -1,26 +1,25 @@
-"""evaluation/translate.py: stdin or a file in, one line out per line in, n-best format."""
+"""`t2 translate`: stdin or a file in, one line out per line in, n-best format, sampling."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from test_evaluation_helpers import toy_pairs
 
 from t2.config import DecodeConfig
-from t2.evaluation import translate
+from t2.serve.engine import translate
 
-SCRIPT = Path(__file__).resolve().parent.parent / "evaluation" / "translate.py"
+COMMAND = [sys.executable, "-m", "t2", "translate"]
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def run_script(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, str(SCRIPT), "--device", "cpu", *args]
+    cmd = [*COMMAND, "--device", "cpu", *args]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env)
 
 
@@ -58,7 +57,7 @@ def test_input_that_is_not_utf8_and_a_missing_output_folder_fail_in_one_line(toy
     latin = tmp_path / "latin.txt"
     latin.write_bytes("Grüße\n".encode("latin-1"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--checkpoint", str(run)]
+    cmd = [*COMMAND, "--device", "cpu", "--checkpoint", str(run)]
     for args, stdin in (([], latin.read_bytes()), (["--input", str(latin)], b"")):
         result = subprocess.run([*cmd, *args], input=stdin, capture_output=True, env=env)
         stderr = result.stderr.decode()
@@ -75,11 +74,11 @@ def test_bfloat16_decoding_casts_the_model_and_translates_as_float32(toy, tmp_pa
     import torch
 
     from t2.errors import ConfigError
-    from t2.serve.engine import open_engine
+    from t2.opener import open_model
 
     run, model, tokenizer = toy
     lines = [s for s, _ in toy_pairs(20, seed=12)]
-    engine = open_engine(run, "t2", precision="bfloat16")
+    engine = open_model(run, precision="bfloat16").engine
     assert {p.dtype for p in engine.model.parameters()} == {torch.bfloat16}
     decode = DecodeConfig(beam_size=2)
     assert engine.translate(lines, decode) == translate(model, tokenizer, lines, decode)
@@ -89,7 +88,7 @@ def test_bfloat16_decoding_casts_the_model_and_translates_as_float32(toy, tmp_pa
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == translate(model, tokenizer, lines[:3], decode)
     with pytest.raises(ConfigError, match="valid choices: float32, bfloat16, float16"):
-        open_engine(run, "t2", precision="int4")
+        open_model(run, precision="int4")
 
 
 def test_output_appears_under_its_name_only_when_complete(toy, tmp_path):
@@ -109,7 +108,7 @@ def test_output_appears_under_its_name_only_when_complete(toy, tmp_path):
     many.write_text("".join(f"{s}\n" for s, _ in toy_pairs(50, seed=13)) * 400)
     out.write_text("the previous output\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--checkpoint", str(run),
+    cmd = [*COMMAND, "--device", "cpu", "--checkpoint", str(run),
            "--batch-size", "8", "--input", str(many), "--output", str(out)]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120

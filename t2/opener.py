@@ -1,0 +1,100 @@
+"""One opener for whatever a user points at: `open_model(TARGET)` with TARGET a run
+directory (its best checkpoint), a checkpoint, a folder of a registered export format (hf,
+ct2) or a Hugging Face Hub repo id (owner/name, through the hub's cache). It returns an
+`Opened`: an engine that translates, the run's config and tokenizer, the model where t2
+computes with it, and where it came from. It is the only code that tells folders apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+import t2.hub.pretrained
+import t2.serve.ct2  # noqa: F401  (register the export formats)
+from t2.errors import CheckpointError, ConfigError
+from t2.hub.download import locate
+from t2.registry import EXPORT
+from t2.rundir import RunDir, load_run, read_meta
+from t2.serve import PRECISIONS
+from t2.serve.engine import T2Engine
+from t2.serve.formats import Opened
+
+ENGINES = {"t2": ("run", "hf"), "ct2": ("ct2",)}  # --engine (optional): the kinds it names
+
+
+def folder_kind(folder: Path) -> str:
+    """The export format whose folder this is, else "run" (a run directory or checkpoint)."""
+    for name in EXPORT.names():
+        if EXPORT.get(name).detect(folder):
+            return name
+    return "run"
+
+
+def _local_or_hub(target: str | Path, revision: str | None, cache_dir: str | None) -> Path:
+    """A local path as it is; a name that is no local path but a repo id (owner/name, whose
+    owner is not a local folder either) through the hub's cache."""
+    path = Path(target)
+    if path.exists() or path.parent.is_dir() or path.is_absolute():
+        return path  # a local path, perhaps missing: reading it names what is wrong
+    return locate(str(target), revision, cache_dir)
+
+
+def _check(kind: str, engine: str | None, average_last: int, precision: str | None,
+           workers: int, target: str | Path) -> None:  # fmt: skip
+    if precision is not None and precision not in PRECISIONS:
+        raise ConfigError(
+            f"unknown precision {precision!r}; valid choices: {', '.join(PRECISIONS)}"
+        )
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: pass a number of workers of at least 1")
+    if engine is not None and engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r}; valid choices: {', '.join(ENGINES)}")
+    if engine is not None and kind not in ENGINES[engine]:
+        hint = "leave --engine out: the folder says what it is"
+        raise CheckpointError(
+            f"{target} is a {kind} folder, not one --engine {engine} reads; {hint}"
+        )
+    if workers != 1 and kind != "ct2":
+        raise ConfigError(
+            "--workers is for CTranslate2 exports (its parallel batches); t2's own search "
+            "decodes one batch at a time with every thread: leave --workers out"
+        )
+    if average_last and kind != "run":
+        raise ConfigError(
+            f"--average-last averages a run's checkpoints, and {target} is a {kind} folder "
+            f"(one set of weights); drop --average-last, or export an average: t2 export RUN "
+            f"--average-last N --format {kind} --out DIR"
+        )
+
+
+def _provenance(ckpt: Path) -> dict:
+    """Recipe, step and checkpoint of a run's checkpoint, as far as its files say."""
+    found: dict = {"checkpoint": str(ckpt)}
+    for folder, key in ((RunDir.of(ckpt).path, "recipe"), (ckpt, "step")):
+        try:
+            found[key] = read_meta(folder).get(key)
+        except CheckpointError:  # an average written outside a run directory
+            found[key] = None
+    return found
+
+
+def open_model(
+    target: str | Path, *, average_last: int = 0, device: str = "cpu",
+    precision: str | None = None, workers: int = 1, engine: str | None = None,
+    revision: str | None = None, cache_dir: str | None = None,
+) -> Opened:  # fmt: skip
+    """Open `target` (see the module doc) for translation on `device`; `precision`
+    (PRECISIONS, None: as stored) is the type decoding computes in; `average_last` N
+    averages a run's last N checkpoints; `workers` (CTranslate2) batches decode at once;
+    `engine` (t2 or ct2, optional) only checks that the folder is one it reads."""
+    path = _local_or_hub(target, revision, cache_dir)
+    kind = folder_kind(path) if path.is_dir() else "run"
+    _check(kind, engine, average_last, precision, workers, target)
+    if kind != "run":
+        return EXPORT.get(kind)().load(path, device, precision, workers)
+    model, cfg, tokenizer, ckpt = load_run(path, average_last, device)
+    if precision is not None:  # every weight and table in that type (log-softmax in fp32)
+        model = model.to(getattr(torch, precision))
+    engine_ = T2Engine(model, tokenizer, cfg.data.src_bos, device)
+    return Opened(engine_, cfg, tokenizer, "run", Path(ckpt), model, _provenance(Path(ckpt)))

@@ -1,0 +1,43 @@
+"""Training: `run_training` trains a recipe until its first stop rule holds (t2.train.budget),
+evaluates its best checkpoint on the test split and writes RUN/results.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from t2.config import Config
+from t2.data import encode_pairs, load_pairs
+from t2.rundir import load_weights, resolve
+from t2.train.loop import _loader_for, train, write_results
+from t2.train.validate import final_evaluation
+
+
+def run_training(
+    cfg: Config, recipe: str, run_dir: Path, resume: bool | str | None, wandb: str
+) -> dict[str, Any]:
+    run, outcome = train(cfg, recipe, run_dir, resume, wandb)
+    acc = run.accelerator
+    results: dict[str, Any] = {}
+    if acc.is_main_process:
+        model = acc.unwrap_model(run.model)
+        best = resolve(run.run_dir.path)
+        load_weights(model, best)
+        pairs = load_pairs(run.cfg.data, "test", run.cfg.train.seed)
+        encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")
+        loader = _loader_for(encoded, run)
+        scores = final_evaluation(
+            model,
+            run.tokenizer,
+            pairs,
+            loader,
+            run.cfg.decode,
+            acc.device,
+            run.cfg.data.src_bos,
+            autocast=acc.autocast,
+        )
+        results = {"recipe": recipe, "checkpoint": str(best), **outcome, **scores}
+        write_results(run.run_dir, results)
+    acc.wait_for_everyone()
+    acc.end_training()  # closes W&B and the process group
+    return results
