@@ -29,14 +29,14 @@ import torch
 
 from benchmarks.bench_decode import marian_config
 from t2.data import encode_pairs, encode_source, load_pairs, prepare_tokenizer
-from t2.data.batching import Batches
+from t2.data.loader import Batches
 from t2.evaluation.scoring import score_corpus
 from t2.model.loss import smoothed_cross_entropy
 from t2.progress import Progress, track
 from t2.recipes import load_config
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import planned
-from t2.train.setup import _loader
+from t2.train.setup import split_loader
 
 
 def parse_args() -> argparse.Namespace:
@@ -81,7 +81,7 @@ def train(args: argparse.Namespace, cfg, tokenizer, out: Path) -> tuple[Peer, fl
     model = Peer(cfg, len(tokenizer), tokenizer.pad_token_id)
     optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
     scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
-    _, loader = _loader(train_ds, cfg, tokenizer.pad_token_id, True, 0, 1)
+    _, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, 0, 1)
     batches = Batches(loader)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"peer: MarianMTModel, {n_params:,} parameters, {cfg.train.max_steps} steps", flush=True)

@@ -1,8 +1,9 @@
 """Typed configuration: every default lives here once, every choice is checked at start-up.
 
 A config has four sections; builders receive only their own. Each section lives beside
-what it configures: model (t2.model.config), data (t2.data.config), train
-(t2.train.config), decode (t2.decoding.options); this module assembles them. Choices are
+what it configures: model (t2.model.config), data (t2.data.config), decode
+(t2.decoding.options); train is here, with the assembly, which the training code reads
+whole. Choices are
 strings checked against the registries or a fixed list when the config is made, so a typo
 fails before any work with the list of valid choices.
 """
@@ -19,11 +20,82 @@ from t2.data.config import SAVED_BEFORE, DataConfig
 from t2.decoding.options import DecodeConfig
 from t2.errors import ConfigError
 from t2.model.config import ModelConfig
-from t2.section import AUTO, check_keys, load_yaml
-from t2.train.config import TrainConfig
+from t2.section import AUTO, Section, check_keys, choice, count_or_auto, load_yaml
 
 __all__ = ["AUTO", "SAVED_BEFORE", "Config", "DataConfig", "DecodeConfig", "ModelConfig",
            "TrainConfig", "check_keys", "load_yaml"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TrainConfig(Section):
+    """Optimisation and the training run."""
+
+    SECTION = "train"
+
+    seed: int = 1
+    optimizer: str = choice("adam", "adamw")
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0  # not applied to norms, biases and embeddings
+    schedule: str = choice("inverse_sqrt", "cosine")
+    warmup_steps: int = 4000
+    max_lr: float = 0.0  # peak learning rate; 0: the paper's d_model^-0.5 * warmup^-0.5
+    min_lr: float = 0.0  # floor of the cosine schedule
+    label_smoothing: float = 0.1
+    max_steps: int = 100000  # optimizer steps
+    # budgets beside max_steps; the first rule that holds ends the run (final validation,
+    # checkpoint and test scoring at that step), and results.json names it in stopped_by
+    max_minutes: float = 0.0  # training wall time, cumulative over resumes; 0: no limit
+    max_train_tokens: int = 0  # target tokens trained on, all processes together; 0: no limit
+    stop_exact_match: float = 0.0  # stop at a validation with exact match >= this; 0: off
+    # target tokens per optimizer step, all processes together (the paper: 25,000); the
+    # planner splits it into processes x accumulate x data.max_tokens; 0: no global batch
+    global_batch: int = 0
+    accumulate: int | str = "auto"  # micro-batches per optimizer step; auto: planned
+    clip_norm: float = 0.0  # 0: no clipping (the paper)
+    mixed_precision: str = choice("auto", "bf16", "fp16", "no")  # auto: bf16 where supported
+    # torch.compile each layer for training, static shapes per bucket (t2.train.compiling)
+    compile: bool = False
+    compile_backend: str = choice("inductor", "aot_eager", "cudagraphs", "eager")
+    log_every: int = 100
+    eval_every: int = 1000
+    save_every: int = 1000
+    keep_last: int = 5
+    valid_bleu_sentences: int = 200  # validation sentences translated greedily for BLEU
+    max_nonfinite: int = 10  # consecutive non-finite losses before the run stops
+    best_metric: str = choice("bleu", "loss")  # which validation figure picks the best checkpoint
+    loader_workers: int = 1  # background processes that build training batches
+    lr_find_steps: int = 100  # --lr-find: steps of the exponential sweep
+    lr_find_range: tuple[float, float] = (1e-7, 1.0)  # --lr-find: first and last learning rate
+    wandb_group: str = ""  # W&B group; empty: the recipe's name
+    wandb_job_type: str = ""  # W&B job type (e.g. an arm of a sweep); empty: none
+    wandb_name: str = ""  # W&B run name; empty: the run directory's name
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._at_least(1, "max_steps", "log_every", "eval_every", "save_every", "keep_last",
+                       "max_nonfinite")  # fmt: skip
+        self._at_least(0, "global_batch")
+        count_or_auto(self, "accumulate", 1)
+        self._at_least(3, "lr_find_steps")  # the suggestion needs a slope between points
+        self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
+                       "clip_norm", "valid_bleu_sentences", "loader_workers", "max_minutes",
+                       "max_train_tokens")  # fmt: skip
+        if not 0.0 <= self.stop_exact_match <= 1.0:
+            raise ConfigError(
+                f"train.stop_exact_match must be in [0, 1] (0: off), got {self.stop_exact_match}"
+            )
+        if self.stop_exact_match and not self.valid_bleu_sentences:
+            raise ConfigError("train.stop_exact_match needs validation translations: set "
+                              "train.valid_bleu_sentences above 0")  # fmt: skip
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(
+                f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}"
+            )
+        lo, hi = self.lr_find_range
+        if not 0.0 < lo < hi:
+            raise ConfigError(f"train.lr_find_range must be [low, high] with 0 < low < high, "
+                              f"got {list(self.lr_find_range)}")  # fmt: skip
 
 
 @dataclass(frozen=True)

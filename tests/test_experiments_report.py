@@ -1,6 +1,6 @@
 """Sweep files, `t2 sweep --report-only` and `t2 compare` on run directories written by
 hand (so the numbers, and which arm is better, are known exactly), and the seed reports'
-studies in experiments/ as sweep files."""
+studies in sweeps/ as sweep files."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_the_budget_sets_the_comparison_axis(tmp_path):
         assert load_sweep(path).compare_at == axis
 
 
-EXPERIMENTS = sorted((ROOT / "experiments").glob("*.yaml"))
+EXPERIMENTS = sorted((ROOT / "sweeps").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
@@ -232,7 +232,7 @@ def test_the_seed_reports_studies_are_all_there():
     assert arms["report004_variants"] == ["base", "rope", "rmsnorm", "swiglu", "all_three"]
     assert arms["report000_peak_lr"] == ["peak_1e-4", "peak_7e-4", "peak_1e-3"]
     assert arms["report003_robustness"] == ["sinusoidal", "learned", "rope"]
-    assert load_sweep(ROOT / "experiments" / "report003_robustness.yaml").robustness
+    assert load_sweep(ROOT / "sweeps" / "report003_robustness.yaml").robustness
     assert {"src_bos", "untied", "tie_qk", "zero_output", "unit_embeddings"} <= {
         a for names in arms.values() for a in names
     }

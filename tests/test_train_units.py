@@ -90,7 +90,8 @@ def _batch() -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("precision", ["no", "bf16", "fp16"])  # fp16: bf16 on this CPU
 @pytest.mark.usefixtures("fresh_accelerator_state")
 def test_a_non_finite_step_is_skipped_without_changing_weights(precision, capsys):
-    from t2.train.setup import mixed_precision, prepare_model
+    from t2.train.plan import mixed_precision
+    from t2.train.setup import prepare_model
 
     torch.manual_seed(0)
     acc = Accelerator(cpu=True, mixed_precision=mixed_precision(precision, cuda=False))
@@ -162,7 +163,7 @@ def test_bf16_train_step_gives_the_reference_loss_and_gradients(monkeypatch):
 
 
 def test_fp16_without_a_loss_scaler_falls_back_to_bf16_and_says_so(capsys):
-    from t2.train.setup import mixed_precision
+    from t2.train.plan import mixed_precision
 
     assert mixed_precision("fp16", cuda=False) == "bf16"
     assert "fp16 needs CUDA's loss scaler; using bf16" in capsys.readouterr().out

@@ -1,7 +1,7 @@
 """Run a sweep file: t2 sweep SWEEP.yaml [--out DIR] [--dry-run | --report-only].
 
 A sweep file names a base recipe, arms (a recipe and/or --set overrides each), seeds and
-a budget (experiments/ has the seed reports' studies). Every arm x seed without a
+a budget (sweeps/ has the seed reports' studies). Every arm x seed without a
 finished run is trained in turn into DIR/ARM/seed-S (an interrupted run resumes, so the
 sweep continues where it stopped), then DIR/report.md compares the arms: mean ± sd over
 seeds, the difference to the baseline arm with a 95% interval, "within noise" where the
@@ -20,7 +20,7 @@ HELP = "train a sweep of arms x seeds (resumable) and report differences with in
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sweep", help="a sweep file (YAML), e.g. experiments/variants.yaml")
+    parser.add_argument("sweep", help="a sweep file (YAML), e.g. sweeps/report004_variants.yaml")
     parser.add_argument("--out", help="folder of the runs and report (default runs/sweeps/NAME)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(

@@ -1,6 +1,7 @@
 """Data: sources, cleaning, a joint BPE tokenizer, token-budget batches (see docs/data.md)."""
 
-from t2.data.batching import BatchSampler, collate, make_loader
+from t2.data.batching import BatchSampler
+from t2.data.loader import collate, make_loader
 from t2.data.pipeline import encode_pairs, encode_source, load_pairs
 from t2.data.sources import SPLITS
 from t2.data.tasks import TASKS

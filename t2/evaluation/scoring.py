@@ -13,6 +13,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.utils import SACREBLEU_DIR, get_reference_files, get_source_file
 
 from t2.config import Config
+from t2.data import load_pairs
 from t2.errors import DataError
 
 
@@ -118,7 +119,6 @@ def local_testset(src: str | Path, ref: str | Path) -> TestSet:
 
 def recipe_testset(cfg: Config) -> TestSet:
     """The run's own test split (data.test of its recipe)."""
-    from t2.data import load_pairs
 
     pairs = load_pairs(cfg.data, "test", cfg.train.seed)
     return TestSet("test", list(pairs["src"]), [list(pairs["tgt"])], f"data.test={cfg.data.test}")

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from t2.config import Config
+from t2.experiments.plots import plot_curves
 from t2.experiments.runs import Run, flatten
 
 # keys that differ between runs without making them different experiments
@@ -26,7 +28,6 @@ def _hashable(value: Any) -> Any:
 
 def _defaults() -> dict[str, Any]:
     """Today's defaults, for keys that an older run's config.yaml does not name."""
-    from t2.config import Config
 
     return flatten(Config().to_dict())
 
@@ -136,7 +137,6 @@ def write_text(path: Path, text: str) -> None:
 
 def compare(runs: Sequence[Run], out_dir: Path, names: Sequence[str] | None = None) -> str:
     """Write OUT/compare.md, compare.csv and the curve plots; return the Markdown table."""
-    from t2.experiments.plots import plot_curves
 
     out_dir.mkdir(parents=True, exist_ok=True)
     headers, rows = table(runs, names)

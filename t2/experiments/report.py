@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from t2.experiments.compare import count, duration
-from t2.experiments.robust import SENTENCES
+from t2.experiments.compare import count, duration, write_text
+from t2.experiments.plots import plot_curves
+from t2.experiments.robust import SENTENCES, robustness_tables
 from t2.experiments.runs import Run, read_run
 from t2.experiments.stats import LEVEL, mean, sd, welch
 from t2.experiments.sweepfile import Sweep
@@ -166,9 +167,6 @@ def render(sweep: Sweep, out: Path, plots: list[Path], robustness: str | None) -
 
 def write_report(sweep: Sweep, out: Path, device: str) -> Path:
     """OUT/report.md, with the curves (one colour per arm) in OUT/plots/."""
-    from t2.experiments.compare import write_text
-    from t2.experiments.plots import plot_curves
-    from t2.experiments.robust import robustness_tables
 
     runs, _ = collect(sweep, out)
     groups = {arm: [r.path for r in rs] for arm, rs in runs.items() if rs}

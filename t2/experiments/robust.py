@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from t2.data import load_pairs
+from t2.evaluation.robustness import run_suite
 from t2.experiments.runs import Run
 from t2.experiments.stats import mean, sd
-from t2.rundir import RunDir, write_json
+from t2.rundir import RunDir, load_run, write_json
 
 FILE = "robustness.json"
 SENTENCES = 500  # as `t2 robustness --max-sentences`'s default
@@ -26,10 +28,6 @@ def suite(run: Run, device: str) -> list[dict[str, Any]]:
     if path.is_file() and path.stat().st_mtime_ns >= results.stat().st_mtime_ns:
         return json.loads(path.read_text(encoding="utf-8"))["results"]  # else: retrained since
     from dataclasses import asdict
-
-    from t2.data import load_pairs
-    from t2.evaluation.robustness import run_suite
-    from t2.rundir import load_run
 
     model, cfg, tokenizer, ckpt = load_run(run.path, 0, device)
     pairs = load_pairs(cfg.data, "valid", cfg.train.seed)

@@ -177,7 +177,7 @@ def load_sweep(path: str | Path) -> Sweep:
     """Read and check a sweep file, building every arm's config (one line on a typo)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"sweep file {path} not found; pass a YAML file (see experiments/)")
+        raise ConfigError(f"sweep file {path} not found; pass a YAML file (see sweeps/)")
     try:
         raw = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:

@@ -12,6 +12,7 @@ from tokenizers import decoders
 from t2.config import Config
 from t2.data import encode_source, load_pairs
 from t2.errors import CheckpointError, DataError
+from t2.experiments.plots import plot_curves
 from t2.figures.capture import capture_attention
 from t2.figures.draw import draw_attention, draw_lr_find, draw_positional
 from t2.model.transformer import Transformer
@@ -138,6 +139,5 @@ def training_curves(run: RunDir, out: Path) -> list[Path]:
     """Training loss, validation loss and BLEU against step and time (t2.experiments)."""
     if not run.metrics.is_file():
         return []
-    from t2.experiments.plots import plot_curves
 
     return plot_curves({run.path.resolve().name: [run.path]}, out)

@@ -21,8 +21,10 @@ from typing import Any
 from t2.config import Config
 from t2.errors import T2Error
 from t2.recipes import load_config
-from t2.rundir import step_of
+from t2.rundir import RunDir, step_of
 from t2.sanity.combos import PASS_MARKS, TASK_RECIPES, Combination, expected_failure
+from t2.train.run import run_training
+from t2.train.setup import check_run_dir
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,6 @@ def _outcome(combo: Combination, task: str, results: dict[str, Any], read: bool)
 
 def _train(cfg: Config, recipe: str, folder: Path, wandb: str) -> dict[str, Any]:
     """One training, its output in FOLDER/train.log; resumes a run that has checkpoints."""
-    from t2.rundir import RunDir
-    from t2.train.run import run_training
 
     resume = RunDir(folder).has_checkpoints()
     folder.mkdir(parents=True, exist_ok=True)
@@ -122,8 +122,6 @@ def run_one(
     combo: Combination, task: str, out: Path, overrides: list[str], wandb: str = "disabled"
 ) -> Outcome:
     """Train (or read) one combination on one task; an error becomes a row, not a crash."""
-    from t2.rundir import RunDir
-    from t2.train.setup import check_run_dir
 
     folder = out / combo.folder / task
     cfg = task_config(combo, task, overrides)

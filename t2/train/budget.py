@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from t2.config import TrainConfig
 from t2.data.batching import BatchSampler
-from t2.train.config import TrainConfig
 
 
 class TargetTokens:

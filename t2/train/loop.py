@@ -14,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from t2.config import Config
-from t2.data.batching import Batches
+from t2.data.loader import Batches
 from t2.errors import T2Error
 from t2.rundir import RunDir, save_checkpoint, write_json
 from t2.rundir.resume import resume_point, set_aside_after
@@ -22,7 +22,7 @@ from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
 from t2.train.compiling import compiled_graphs
 from t2.train.preempt import Preemption
-from t2.train.setup import Run, build_run
+from t2.train.setup import Run, build_run, split_loader
 from t2.train.step import StepStats, train_step
 from t2.train.tracking import MetricsLog, init_wandb
 from t2.train.validate import forced_summary, greedy_scores
@@ -238,11 +238,9 @@ def evaluate_and_save(
     return best, stopped_by
 
 
-def _loader_for(ds: Any, run: Run) -> Any:
+def eval_loader(ds: Any, run: Run) -> Any:
     """An evaluation loader over an encoded split: fixed order, this process only."""
-    from t2.train.setup import _loader
-
-    return _loader(ds, run.cfg, run.tokenizer.pad_token_id, False, 0, 1)[1]
+    return split_loader(ds, run.cfg, run.tokenizer.pad_token_id, False, 0, 1)[1]
 
 
 def write_results(run: RunDir, results: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from t2.config import Config
-from t2.data.batching import Batches
+from t2.data.loader import Batches
 from t2.errors import T2Error
 from t2.rundir import write_json
 from t2.train.setup import build_run

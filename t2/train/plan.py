@@ -19,8 +19,10 @@ from dataclasses import dataclass
 import torch
 
 from t2.config import AUTO, Config
+from t2.data.tokenizer import load_tokenizer
 from t2.errors import ConfigError
-from t2.model.summary import MemoryEstimate, estimate_memory
+from t2.model.summary import MemoryEstimate, count_parameters, estimate_memory
+from t2.model.transformer import Transformer
 
 CPU_MICRO_BATCH = 4096  # tokens: what the CPU recipes always used (docs/performance.md)
 USABLE = 0.85  # share of a GPU's memory a plan fills: the caching allocator's fragmentation
@@ -88,11 +90,30 @@ class BatchPlan:
                 f"{self.device.name}")  # fmt: skip
 
 
+def mixed_precision(choice: str, cuda: bool | None = None, quiet: bool = False) -> str:
+    """`auto` is bf16 on a GPU that supports it and fp32 on the CPU: bf16's speed there
+    depends on the CPU (1.8x fp32 at base size on an AVX-512-bf16 EPYC with torch 2.13,
+    docs/performance.md; slower where bf16 is emulated), and a default whose numerics
+    change from machine to machine would make one recipe's runs differ. fp16
+    needs a loss scaler, which exists on CUDA only: elsewhere it falls back to bf16, said
+    once, instead of running unscaled (Accelerate would accept it and skip nothing)."""
+    present = torch.cuda.is_available()
+    cuda = present if cuda is None else cuda
+    if choice == "auto":  # a GPU planned for but absent (--device-memory): a current one
+        return "bf16" if cuda and (not present or torch.cuda.is_bf16_supported()) else "no"
+    if choice == "fp16" and not cuda:
+        if quiet:
+            return "bf16"
+        print("train.mixed_precision=fp16 needs CUDA's loss scaler; using bf16 on this CPU "
+              "(set train.mixed_precision=bf16 or no to silence this)", flush=True)  # fmt: skip
+        return "bf16"
+    return choice
+
+
+
 def mixed(cfg: Config, device: Device) -> bool:
     """Whether a run of `cfg` on `device` keeps 16-bit activations (train.mixed_precision,
     `auto` resolved for that device)."""
-    from t2.train.setup import mixed_precision
-
     return mixed_precision(cfg.train.mixed_precision, device.kind == "cuda", quiet=True) != "no"
 
 
@@ -147,17 +168,12 @@ def vocabulary(cfg: Config) -> tuple[int, str]:
     """The vocabulary a run of `cfg` will have: its data.tokenizer's, else data.vocab_size
     (the size of the BPE it trains; model.vocab_size is set from the tokenizer)."""
     if cfg.data.tokenizer:
-        from t2.data import load_tokenizer
-
         return len(load_tokenizer(cfg.data.tokenizer)), f"data.tokenizer={cfg.data.tokenizer}"
     return cfg.data.vocab_size, "data.vocab_size, the BPE it trains"
 
 
 def parameters(cfg: Config) -> int:
     """The parameter count of `cfg`'s model at the vocabulary it will have (no memory)."""
-    from t2.model.summary import count_parameters
-    from t2.model.transformer import Transformer
-
     model_cfg = dataclasses.replace(cfg.model, vocab_size=vocabulary(cfg)[0])
     with torch.device("meta"):  # shapes only: no memory, no initialisation cost
         return count_parameters(Transformer(model_cfg))["total"]

@@ -9,7 +9,7 @@ from typing import Any
 from t2.config import Config
 from t2.data import encode_pairs, load_pairs
 from t2.rundir import load_weights, resolve
-from t2.train.loop import _loader_for, train, write_results
+from t2.train.loop import eval_loader, train, write_results
 from t2.train.validate import final_evaluation
 
 
@@ -25,7 +25,7 @@ def run_training(
         load_weights(model, best)
         pairs = load_pairs(run.cfg.data, "test", run.cfg.train.seed)
         encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")
-        loader = _loader_for(encoded, run)
+        loader = eval_loader(encoded, run)
         scores = final_evaluation(
             model,
             run.tokenizer,

@@ -26,27 +26,7 @@ from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
 from t2.train.compiling import compile_layers
 from t2.train.optim import build_optimizer, build_scheduler
-from t2.train.plan import keep_saved, local_device, mixed, planned
-
-
-def mixed_precision(choice: str, cuda: bool | None = None, quiet: bool = False) -> str:
-    """`auto` is bf16 on a GPU that supports it and fp32 on the CPU: bf16's speed there
-    depends on the CPU (1.8x fp32 at base size on an AVX-512-bf16 EPYC with torch 2.13,
-    docs/performance.md; slower where bf16 is emulated), and a default whose numerics
-    change from machine to machine would make one recipe's runs differ. fp16
-    needs a loss scaler, which exists on CUDA only: elsewhere it falls back to bf16, said
-    once, instead of running unscaled (Accelerate would accept it and skip nothing)."""
-    present = torch.cuda.is_available()
-    cuda = present if cuda is None else cuda
-    if choice == "auto":  # a GPU planned for but absent (--device-memory): a current one
-        return "bf16" if cuda and (not present or torch.cuda.is_bf16_supported()) else "no"
-    if choice == "fp16" and not cuda:
-        if quiet:
-            return "bf16"
-        print("train.mixed_precision=fp16 needs CUDA's loss scaler; using bf16 on this CPU "
-              "(set train.mixed_precision=bf16 or no to silence this)", flush=True)  # fmt: skip
-        return "bf16"
-    return choice
+from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
 
 
 @dataclass
@@ -110,7 +90,7 @@ def lengths(ds: Any, side: str) -> Any:
     return ds[name] if name in ds.column_names else [len(x) for x in ds[f"{side}_ids"]]
 
 
-def _loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, world: int):
+def split_loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, world: int):
     """Training (shuffle) batches are cut to whole optimizer steps of world x accumulate."""
     step_batches = world * cfg.train.accumulate if shuffle else world
     d = cfg.data
@@ -227,7 +207,7 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
     model, optimizer = prepare_model(accelerator, model, optimizer)
     rank, world = accelerator.process_index, accelerator.num_processes
-    sampler, loader = _loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
-    _, valid_loader = _loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
+    sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
+    _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     return Run(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
                valid_loader, valid_pairs, run, lengths(train_ds, "tgt"), held)  # fmt: skip
