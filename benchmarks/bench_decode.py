@@ -143,9 +143,9 @@ def run_t2(
         src = pad_batch([src_ids[i] for i in batch], args.device)
         limit = torch.tensor([lengths[i] for i in batch], device=args.device)
         if beam == 1:
-            hyps = greedy_search(model, src, alpha=0.6, lengths=limit)
+            hyps = greedy_search(model, src, lenpen=0.6, lengths=limit)
         else:
-            hyps = beam_search(model, src, beam, alpha=0.6, lengths=limit)
+            hyps = beam_search(model, src, beam, lenpen=0.6, lengths=limit)
         tokens += sum(len(h[0].tokens) + 1 for h in hyps)  # + the final EOS
     return tokens
 
@@ -303,9 +303,11 @@ def searcher(stopping: str, norm: str = "gnmt"):
         for batch in length_batches([len(r) for r in src_ids], args.batch_size):
             src = pad_batch([src_ids[i] for i in batch], args.device)
             if beam == 1:
-                hyps = greedy_search(model, src, alpha=args.lenpen, norm=norm)
+                hyps = greedy_search(model, src, lenpen=args.lenpen, length_norm=norm)
             else:
-                hyps = beam_search(model, src, beam, args.lenpen, stopping=stopping, norm=norm)
+                hyps = beam_search(
+                    model, src, beam, args.lenpen, stopping=stopping, length_norm=norm
+                )
             tokens += sum(len(h[0].tokens) + 1 for h in hyps)
         return tokens
 

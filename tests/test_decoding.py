@@ -82,8 +82,8 @@ def test_cached_greedy_equals_uncached(positional):
 
 def test_beam_size_one_equals_greedy():
     model, src = random_model(), random_src(7, 40)
-    greedy = greedy_search(model, src, 1.0, 6, alpha=0.6)
-    beam = beam_search(model, src, beam_size=1, alpha=0.6, max_len_a=1.0, max_len_b=6)
+    greedy = greedy_search(model, src, 1.0, 6, lenpen=0.6)
+    beam = beam_search(model, src, beam_size=1, lenpen=0.6, max_len_a=1.0, max_len_b=6)
     for g, b in zip(greedy, beam, strict=True):
         assert g[0].tokens == b[0].tokens
         assert g[0].score == pytest.approx(b[0].score, abs=1e-5)
@@ -105,7 +105,14 @@ def test_beam_is_exact_when_wide_enough(norm):
     vocab, alpha = 6, 0.6  # generable tokens: EOS, UNK, 4, 5 (PAD and BOS never)
     model, src = random_model(vocab, seed=5), torch.tensor([[4, 5, 4, EOS]])
     hyps = beam_search(
-        model, src, beam_size=16, alpha=alpha, max_len_a=0.0, max_len_b=2, nbest=13, norm=norm
+        model,
+        src,
+        beam_size=16,
+        lenpen=alpha,
+        max_len_a=0.0,
+        max_len_b=2,
+        nbest=13,
+        length_norm=norm,
     )[0]
     outputs = [list(p) for n in range(3) for p in itertools.product([3, 4, 5], repeat=n)]
     ranked = sorted(
@@ -125,8 +132,8 @@ def test_score_is_length_normalised_and_lengths_are_bounded(norm):
     src_len = src.ne(0).sum(1).tolist()
     for alpha in (0.0, 0.6, 1.0):
         for hyps in (
-            greedy_search(model, src, 0.5, 3, alpha, norm=norm),
-            beam_search(model, src, 4, alpha, 0.5, 3, norm=norm),
+            greedy_search(model, src, 0.5, 3, alpha, length_norm=norm),
+            beam_search(model, src, 4, alpha, 0.5, 3, length_norm=norm),
         ):
             for n, h in zip(src_len, hyps, strict=True):
                 assert len(h[0].tokens) <= int(0.5 * n + 3)
@@ -159,8 +166,8 @@ def test_beam_finds_a_score_at_least_as_high_as_greedy(tmp_path_factory):
     _, model, tokenizer = toy_run(tmp_path_factory.mktemp("toy"))
     sources = [s for s, _ in toy_pairs(40, seed=123)]
     src = pad_batch(encode_source(tokenizer, sources, False), "cpu")
-    greedy = greedy_search(model, src, 1.0, 10, alpha=0.6)
-    beam = beam_search(model, src, beam_size=4, alpha=0.6, max_len_a=1.0, max_len_b=10)
+    greedy = greedy_search(model, src, 1.0, 10, lenpen=0.6)
+    beam = beam_search(model, src, beam_size=4, lenpen=0.6, max_len_a=1.0, max_len_b=10)
     for g, b in zip(greedy, beam, strict=True):
         assert b[0].score >= g[0].score - 1e-5
 
@@ -182,6 +189,7 @@ def test_a_model_that_never_ends_still_gets_max_length_hypotheses():
 def test_decoding_with_learned_positions_stops_at_the_table():
     """max_lengths asks the model's positional scheme for its length (no name test)."""
     from t2.config import ModelConfig
+
     src = torch.ones(2, 5, dtype=torch.long)
     tiny = dict(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
                 n_decoder_layers=1, max_positions=20)  # fmt: skip
@@ -239,8 +247,8 @@ def test_the_default_rule_finds_a_better_hypothesis_that_ends_after_beam_size_ot
         (L, L, L): {EOS: 0.95, L: 0.05},
     }
     model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
-    first_k = beam_search(model, src, beam_size=2, alpha=0.6, max_len_b=10, stopping="first_k")
-    exact = beam_search(model, src, beam_size=2, alpha=0.6, max_len_b=10, stopping=rule)
+    first_k = beam_search(model, src, beam_size=2, lenpen=0.6, max_len_b=10, stopping="first_k")
+    exact = beam_search(model, src, beam_size=2, lenpen=0.6, max_len_b=10, stopping=rule)
     assert first_k[0][0].tokens == [S]  # the rule stopped before L L L could end
     assert exact[0][0].tokens == [L, L, L]
     want = (math.log(0.4) + 2 * math.log(0.95) + math.log(0.95)) / length_penalty(4, 0.6)
@@ -277,7 +285,9 @@ def test_at_alpha_0_6_the_objective_itself_prefers_the_shorter_output(rule):
     short_lp = math.log(0.45) + math.log(0.9)
     assert greedy_search(model, src, max_len_b=10)[0][0].tokens == [L, L, L]
     for alpha, want in ((0.6, [S]), (1.5, [L, L, L])):
-        best = beam_search(model, src, 2, alpha, max_len_b=10, stopping=rule, norm="gnmt")[0][0]
+        best = beam_search(model, src, 2, alpha, max_len_b=10, stopping=rule, length_norm="gnmt")[
+            0
+        ][0]
         if rule == "first_k" and alpha == 1.5:  # it stops once S and L X have ended
             assert best.tokens == [S]
             continue
@@ -301,11 +311,11 @@ def test_length_norm_at_alpha_0_6_finds_the_longer_output(rule):
         (S,): {EOS: 0.9, X: 0.1},
     }
     model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
-    best = beam_search(model, src, 2, 0.6, max_len_b=10, stopping=rule, norm="length")[0][0]
+    best = beam_search(model, src, 2, 0.6, max_len_b=10, stopping=rule, length_norm="length")[0][0]
     assert best.tokens == [L, L, L]
     long_lp = math.log(0.55) + 2 * math.log(0.8) + math.log(0.9)
     assert best.score == pytest.approx(long_lp / 4**0.6, abs=1e-5)
-    gnmt = beam_search(model, src, 2, 0.6, max_len_b=10, stopping=rule, norm="gnmt")[0][0]
+    gnmt = beam_search(model, src, 2, 0.6, max_len_b=10, stopping=rule, length_norm="gnmt")[0][0]
     assert gnmt.tokens == [S]
 
 
@@ -361,6 +371,7 @@ def test_a_16_bit_model_decodes_sources_padded_to_a_multiple_of_8_with_the_same_
     kernel shapes, docs/serving.md); the padding is masked, so the hypotheses are those of
     the unpadded batch; a float32 model's batch is left as it is."""
     import t2.model.attention as attention
+
     model = random_model(seed=5).to(torch.bfloat16)
     src = random_src(5, 40, seed=6)  # 9 positions
     seen = []

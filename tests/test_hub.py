@@ -213,9 +213,10 @@ def test_the_model_card_holds_the_runs_own_numbers_and_signatures(tmp_path):
     total = count_parameters(original(ckpt))["total"]
     assert f"**{total:,} parameters**" in card and "# tiny_recipe: de→en" in card
     for text in ("BLEU **23.46**, chrF **48.12**", f"BLEU signature: `{BLEU_SIG}`",
-                 f"chrF signature: `{CHRF_SIG}`", "40 sentences), decoded with beam_size=4, "
-                 "lenpen=0.6, length_norm=length", "BLEU **30.12**, chrF **55.50**",
-                 f"`{BLEU_SIG}|x`", "beam_size=5, lenpen=1.5, stopping=exact",
+                 f"chrF signature: `{CHRF_SIG}`", "40 sentences), decoded with search=beam, "
+                 "beam_size=4, stopping=heuristic, lenpen=0.6, length_norm=length",
+                 "BLEU **30.12**, chrF **55.50**",
+                 f"`{BLEU_SIG}|x`", "beam_size=5, stopping=exact, lenpen=1.5",
                  "| bleu | 17.25 |", "- Steps: 3.", "- Target tokens trained on: 123,456.",
                  'from_pretrained("me/tiny")', "| exact_match | 0.25 |",
                  "- Training time: 1.5 minutes."):  # fmt: skip

@@ -138,23 +138,24 @@ def beam_search(
     model: Transformer,
     src: Tensor,
     beam_size: int = 4,
-    alpha: float = 0.6,
+    lenpen: float = 0.6,
     max_len_a: float = 1.0,
     max_len_b: int = 50,
     nbest: int = 1,
     lengths: Tensor | None = None,
     stopping: str = "heuristic",
-    norm: str = "length",
+    length_norm: str = "length",
 ) -> list[list[Hypothesis]]:
     """Batched beam search (batch x beam rows in one cache), hypotheses compared by their
-    summed log-probability over the length penalty `norm` at `alpha` (length_penalty).
+    summed log-probability over the length penalty `length_norm` at `lenpen`
+    (length_penalty).
     A sentence stops at its maximum length, or once `beam_size` hypotheses have ended and
     its best running beam could not beat the worst of them by ending at the next step
     ("heuristic") or at the maximum length ("exact", a true bound); with "first_k", at once
     (fairseq). Returns the `nbest` best, nbest <= beam_size.
     `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
     B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
-    lp = penalty(alpha, norm)
+    lp = penalty(lenpen, length_norm)
     src = pad_source(model, src)
     src_pad = src.eq(PAD)
     max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
@@ -242,4 +243,4 @@ def beam(
     if cfg.beam_size == 1:
         return greedy(model, src, cfg)
     return beam_search(model, src, cfg.beam_size, cfg.lenpen, cfg.max_len_a, cfg.max_len_b,
-                       cfg.nbest, stopping=cfg.stopping, norm=cfg.length_norm)  # fmt: skip
+                       cfg.nbest, stopping=cfg.stopping, length_norm=cfg.length_norm)  # fmt: skip

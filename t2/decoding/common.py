@@ -41,21 +41,23 @@ class Hypothesis:
     score: float
 
 
-def length_penalty(length: Tensor | float, alpha: float, norm: str = "length") -> Tensor | float:
+def length_penalty(
+    length: Tensor | float, lenpen: float, length_norm: str = "length"
+) -> Tensor | float:
     """The divisor of a hypothesis' summed log-probability at `length` tokens (EOS included):
     "gnmt", ((5 + n) / 6)^alpha (Wu et al. 2016, eq. 14); "length", n^alpha (fairseq's lenpen,
     transformers' length_penalty). Both grow with n for alpha > 0; "length" grows faster, so
     it favours longer hypotheses at the same alpha."""
-    if norm == "length":
-        return length**alpha
-    return ((5.0 + length) / 6.0) ** alpha
+    if length_norm == "length":
+        return length**lenpen
+    return ((5.0 + length) / 6.0) ** lenpen
 
 
 Penalty = Callable[[Any], Any]  # length (float or Tensor) -> divisor, alpha and norm bound
 
 
-def penalty(alpha: float, norm: str = "length") -> Penalty:
-    return partial(length_penalty, alpha=alpha, norm=norm)
+def penalty(lenpen: float, length_norm: str = "length") -> Penalty:
+    return partial(length_penalty, lenpen=lenpen, length_norm=length_norm)
 
 
 def output_limits(

@@ -82,15 +82,15 @@ def greedy_search(
     src: Tensor,
     max_len_a: float = 1.0,
     max_len_b: int = 50,
-    alpha: float = 0.6,
+    lenpen: float = 0.6,
     lengths: Tensor | None = None,
-    norm: str = "length",
+    length_norm: str = "length",
 ) -> list[list[Hypothesis]]:
     """The most probable next token at every step; src (B, S) padded ids on the model's device.
-    `alpha` and `norm` only scale the reported score; `lengths` (B,) overrides the maximum
+    `lenpen` and `length_norm` only scale the reported score; `lengths` (B,) overrides the maximum
     lengths."""
     tokens, log_probs = _step_by_step(model, src, lengths, max_len_a, max_len_b, _most_probable)
-    return [[h] for h in hypotheses(tokens, log_probs, penalty(alpha, norm))]
+    return [[h] for h in hypotheses(tokens, log_probs, penalty(lenpen, length_norm))]
 
 
 def sampler(
@@ -138,7 +138,7 @@ def greedy(
 ) -> list[list[Hypothesis]]:
     """The most probable token at every step (beam_size plays no part)."""
     return greedy_search(model, src, cfg.max_len_a, cfg.max_len_b, cfg.lenpen,
-                         norm=cfg.length_norm)  # fmt: skip
+                         length_norm=cfg.length_norm)  # fmt: skip
 
 
 SEARCH.register("sample")(sample_search)

@@ -16,6 +16,20 @@ from t2.errors import ConfigError
 from t2.registry import SEARCH
 from t2.section import Section, choice, component, option
 
+# the keys that change what a strategy outputs (batch_size and nbest change how many at
+# once and how many kept); a record without `search` was written before it: beam search
+SHARED = ("lenpen", "length_norm", "max_len_a", "max_len_b")
+STRATEGY_KEYS = {"greedy": (), "beam": ("beam_size", "stopping"),
+                 "sample": ("temperature", "top_k", "top_p", "seed")}  # fmt: skip
+
+
+def output_settings(values: dict) -> dict:
+    """Of a decode section's values (a dict, as records hold them), the ones its search
+    strategy's output depends on, search first."""
+    search = values.get("search", "beam")
+    keys = (*STRATEGY_KEYS.get(search, ()), *SHARED)
+    return {"search": search, **{k: values[k] for k in keys if k in values}}
+
 
 @dataclass(frozen=True)
 class DecodeConfig(Section):

@@ -10,12 +10,13 @@ checkpoint. What a run did not record is said to be missing, never estimated.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from t2 import __version__
 from t2.config import Config
+from t2.decoding.options import output_settings
 from t2.errors import CheckpointError
 from t2.rundir.layout import RunDir, evaluations, read_meta
 from t2.rundir.metrics import read_records
@@ -26,7 +27,7 @@ ARCHITECTURE = ("d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_lay
 RECIPE = ("optimizer", "betas", "eps", "weight_decay", "schedule", "warmup_steps", "max_lr",
           "label_smoothing", "max_steps", "accumulate", "clip_norm", "mixed_precision",
           "seed")  # fmt: skip
-DECODE = ("beam_size", "lenpen", "length_norm", "max_len_a", "max_len_b", "stopping")
+
 
 
 def _json(path: Path) -> Any:
@@ -163,12 +164,12 @@ def _scores(record: dict[str, Any]) -> str:
 
 
 def _settings(decode: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={decode[k]}" for k in DECODE if k in decode)
+    return ", ".join(f"{k}={v}" for k, v in output_settings(decode).items())
 
 
 def _results(cfg: Config, r: dict[str, Any]) -> str:
     """The scores training wrote to results.json, decoded with the run's decode section."""
-    decode = {k: getattr(cfg.decode, k) for k in DECODE} | {"beam_size": r.get("beam_size")}
+    decode = asdict(cfg.decode) | {"beam_size": r.get("beam_size")}
     forced = [(k.removeprefix("test_"), r[k]) for k in ("test_loss", "test_ppl",
               "test_accuracy", "exact_match") if k in r]  # fmt: skip
     text = (f"results.json, the run's test split (`data.test={cfg.data.test}`, "

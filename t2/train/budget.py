@@ -139,7 +139,7 @@ class Budget:
 
 
 def budget_for(run: Any, state: dict[str, Any], step: int) -> Budget:
-    """The budget of a run (t2.train.setup.Run) at `step`, its counters restored from a
+    """The budget of a run (t2.train.setup.Training) at `step`, its counters restored from a
     checkpoint's training state (empty for a new run; zero for one saved before them)."""
     acc = run.accelerator
     agree = _same

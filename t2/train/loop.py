@@ -22,13 +22,13 @@ from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
 from t2.train.compiling import compiled_graphs
 from t2.train.preempt import Preemption
-from t2.train.setup import Run, build_run, split_loader
+from t2.train.setup import Training, build_run, split_loader
 from t2.train.step import StepStats, train_step
 from t2.train.tracking import MetricsLog, init_wandb
 from t2.train.validate import forced_summary, greedy_scores
 
 
-def validate(run: Run, step: int) -> dict[str, Any]:
+def validate(run: Training, step: int) -> dict[str, Any]:
     model = run.accelerator.unwrap_model(run.model)
     device, cfg = run.accelerator.device, run.cfg
     with run.accelerator.autocast():  # the training's precision, as train_step runs it
@@ -58,7 +58,7 @@ def is_better(record: dict[str, Any], best: list | None, metric: str) -> tuple[b
 
 def train(
     cfg: Config, recipe: str, run_dir: Path, resume: bool | str | None, wandb: str
-) -> tuple[Run, dict[str, Any]]:
+) -> tuple[Training, dict[str, Any]]:
     """Train until the first stop rule holds (t2.train.budget): the run, and how it ended.
     `resume`: True or "latest", a step or a checkpoint path (t2.rundir.resume)."""
     run = build_run(cfg, recipe, Path(run_dir), bool(resume), wandb)
@@ -126,7 +126,7 @@ def out_of_memory(cfg: Config, step: int) -> Iterator[None]:
         ) from None
 
 
-def start_from(run: Run, resume: bool | str | None) -> Path | None:
+def start_from(run: Training, resume: bool | str | None) -> Path | None:
     """The checkpoint to resume from; a named earlier one sets the later ones aside."""
     ckpt = resume_point(run.run_dir, resume)
     if ckpt is not None and resume not in (True, "latest"):
@@ -141,7 +141,7 @@ def start_from(run: Run, resume: bool | str | None) -> Path | None:
     return ckpt
 
 
-def flush(run: Run, step: int, stats: StepStats, seconds: float, bar: Any, budget: Budget,
+def flush(run: Training, step: int, stats: StepStats, seconds: float, bar: Any, budget: Budget,
           log: MetricsLog | None) -> dict[str, Any]:  # fmt: skip
     """Log the sums since the last logged step; stop a run of too many non-finite losses."""
     record = log_step(run, step, stats, seconds, bar, budget)
@@ -155,7 +155,7 @@ def flush(run: Run, step: int, stats: StepStats, seconds: float, bar: Any, budge
     return record
 
 
-def save_now(run: Run, step: int, best: list | None, stats: StepStats, budget: Budget) -> Path:
+def save_now(run: Training, step: int, best: list | None, stats: StepStats, budget: Budget) -> Path:
     """A checkpoint of `step` unless it has one, with the running sums not yet logged (so a
     resumed run logs what an uninterrupted one would): the preempted run's last act."""
     acc, ckpt = run.accelerator, run.run_dir.checkpoint(step)
@@ -179,7 +179,7 @@ def _good_checkpoint(run_dir: RunDir) -> str:
 
 
 def log_step(
-    run: Run, step: int, stats: StepStats, seconds: float, bar: Any, budget: Budget
+    run: Training, step: int, stats: StepStats, seconds: float, bar: Any, budget: Budget
 ) -> dict[str, Any]:
     acc = run.accelerator
     loss, tokens = acc.reduce(stats.loss, "sum").item(), acc.reduce(stats.tokens, "sum").item()
@@ -206,7 +206,7 @@ def log_step(
 
 
 def evaluate_and_save(
-    run: Run,
+    run: Training,
     step: int,
     best: list | None,
     log: MetricsLog | None,
@@ -238,7 +238,7 @@ def evaluate_and_save(
     return best, stopped_by
 
 
-def eval_loader(ds: Any, run: Run) -> Any:
+def eval_loader(ds: Any, run: Training) -> Any:
     """An evaluation loader over an encoded split: fixed order, this process only."""
     return split_loader(ds, run.cfg, run.tokenizer.pad_token_id, False, 0, 1)[1]
 

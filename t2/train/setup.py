@@ -30,7 +30,7 @@ from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, plan
 
 
 @dataclass
-class Run:
+class Training:
     cfg: Config
     accelerator: Accelerator
     tokenizer: Any
@@ -175,7 +175,7 @@ def plan_run(cfg: Config, run: RunDir, resume: bool, processes: int) -> tuple[Co
     return planned(keep_saved(cfg, saved) if saved else cfg, processes)
 
 
-def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Run:
+def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Training:
     accelerator = make_accelerator(cfg, wandb)
     run = RunDir(run_dir)
     cfg, plan = plan_run(cfg, run, resume, accelerator.num_processes)
@@ -209,5 +209,5 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     rank, world = accelerator.process_index, accelerator.num_processes
     sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
-    return Run(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
+    return Training(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
                valid_loader, valid_pairs, run, lengths(train_ds, "tgt"), held)  # fmt: skip
