@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -56,6 +55,17 @@ from pathlib import Path
 import torch
 
 from benchmarks.bench_decode import PeakMemory, eos_masked, newstest_sources, run_hf, run_t2
+from benchmarks.engines import (
+    DEFAULT_ENGINES,
+    ENGINES,
+    Runs,
+    bad_engine,
+    engine_spec,
+    fmt_ratio,
+    ordered,
+    peer_of,
+    ratios,
+)
 from benchmarks.pool import Pool
 from t2.config import Config, ModelConfig
 from t2.model.transformer import Transformer
@@ -63,35 +73,6 @@ from t2.progress import Progress
 from t2.recipes import load_config
 from t2.serve.engine import length_batches
 from t2.specials import SPECIALS
-
-ENGINES = ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8", "ct2_peer_float32",
-           "ct2_peer_int8")  # fmt: skip
-DEFAULT_ENGINES = ENGINES[:6]
-# *_bf16: every weight in bfloat16 (MarianMTModel.to(torch.bfloat16), t2 --precision bfloat16),
-# compared with HF in float32 and with HF in bfloat16; CTranslate2 has no bfloat16 on a CPU.
-# ct2_peer_*: the HF peer converted by CTranslate2's own converter, not by t2's export
-
-
-def engine_spec(spec: str) -> tuple[str, int]:
-    """'ct2_int8@2' -> ('ct2_int8', 2): an engine and its number of workers (1 without @)."""
-    name, _, workers = spec.partition("@")
-    return name, int(workers) if workers else 1
-
-
-def ordered(engines: str) -> list[str]:
-    """The comma-separated --engines once each, in ENGINES order, then by workers."""
-    specs = dict.fromkeys(engines.split(","))
-    return sorted(specs, key=lambda s: (ENGINES.index(engine_spec(s)[0]), engine_spec(s)[1]))
-
-
-def bad_engine(spec: str) -> str | None:
-    """Why an --engines entry is not valid, or None."""
-    name, _, workers = spec.partition("@")
-    if name not in ENGINES:
-        return f"unknown engine {name!r}; valid: {', '.join(ENGINES)}"
-    if "@" in spec and not (workers.isdigit() and int(workers) >= 1):
-        return f"{spec!r}: the number of workers after @ must be a whole number of at least 1"
-    return None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -132,19 +113,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.trained and spec.startswith("ct2_peer"):
             p.error(f"{spec!r} is for random weights; with --trained, leave it out")
     return args
-
-
-@dataclass
-class Runs:
-    """Every timed run of one engine."""
-
-    walls: list[float] = field(default_factory=list)
-    tokens: int = 0
-    peak_mib: float = 0.0
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.walls)
 
 
 def marian(mcfg: ModelConfig):
@@ -292,12 +260,6 @@ def engines_for(recipe: str, args, tokenizer) -> tuple[ModelConfig, dict[str, En
     return mcfg, engines
 
 
-def peer_of(spec: str, runs: dict) -> str | None:
-    """The HF run an engine is compared with at its own precision (bf16 with bf16)."""
-    peer = "hf_bf16" if engine_spec(spec)[0].endswith("_bf16") else "hf"
-    return peer if peer in runs else None
-
-
 def time_engines(engines: dict[str, Engine], work: tuple, args) -> dict[str, Runs]:
     runs = {name: Runs() for name in engines}
     for e in engines.values():  # a batch for each worker
@@ -318,19 +280,6 @@ def time_engines(engines: dict[str, Engine], work: tuple, args) -> dict[str, Run
     if len(set(emitted.values())) > 1:  # unequal work would make the ratios meaningless
         sys.exit(f"error: the engines emitted different numbers of tokens: {emitted}")
     return runs
-
-
-def ratios(name: str, runs: dict[str, Runs], speed) -> tuple[float | None, float | None]:  # noqa: ANN001
-    """An engine's speed over HF float32's and over HF's at the engine's own precision;
-    `speed(runs)` is what is compared (1 / median wall time, or tokens/s)."""
-    hf = speed(runs["hf"]) if "hf" in runs else None
-    peer = peer_of(name, runs)
-    own = speed(runs[name])
-    return (own / hf if hf else None), (own / speed(runs[peer]) if peer else None)
-
-
-def fmt_ratio(ratio: float | None) -> str:
-    return "" if ratio is None else f"{ratio:6.2f}x"
 
 
 def report(recipe: str, mcfg: ModelConfig, runs: dict[str, Runs]) -> list[dict]:

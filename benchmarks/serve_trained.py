@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.bench_decode import PeakMemory
-from benchmarks.bench_serve import Runs, engine_spec, fmt_ratio, ordered, peer_of, ratios
+from benchmarks.engines import Runs, engine_spec, fmt_ratio, ordered, peer_of, ratios
 from benchmarks.pool import Pool
 from t2.data import encode_source
 from t2.evaluation.scoring import score_corpus
