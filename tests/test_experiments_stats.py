@@ -1,4 +1,4 @@
-"""t2.experiments.stats: Student's t quantile against published values, Welch's interval
+"""t2.experiments.stats: Student's t quantile (scipy's) against published values, Welch's interval
 by hand, and its coverage under the null (identical arms) by simulation."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from t2.experiments.stats import betainc, mean, sd, t_cdf, t_quantile, welch
+from t2.experiments.stats import mean, sd, t_quantile, welch
 
 # two-sided 95% and 90% critical values of Student's t (any statistics table; R's qt)
 T975 = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 5: 2.5706, 10: 2.2281, 20: 2.0860,
@@ -27,20 +27,10 @@ def test_t_quantile_matches_the_table_at_95(df):
     assert t_quantile(0.95, df) == pytest.approx(T95[df], abs=5e-4)
 
 
-def test_t_quantile_tends_to_the_normal_and_inverts_the_cdf():
+def test_t_quantile_tends_to_the_normal_and_takes_fractional_degrees():
     assert t_quantile(0.975, math.inf) == pytest.approx(1.959964, abs=1e-6)
     assert t_quantile(0.975, 1e6) == pytest.approx(1.959964, abs=1e-4)
-    for df in (1.3, 2.5, 7.7, 44.0):  # Welch's degrees of freedom are fractional
-        for p in (0.6, 0.9, 0.975, 0.999):
-            assert t_cdf(t_quantile(p, df), df) == pytest.approx(p, abs=1e-9)
-    assert T975[2] < t_quantile(0.975, 1.5) < T975[1]  # monotone in df between table rows
-
-
-def test_t_cdf_closed_forms():
-    for t in (-3.0, -0.5, 0.0, 0.7, 4.0, 30.0):
-        assert t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-10)  # Cauchy
-        assert t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-10)
-    assert betainc(2.0, 3.0, 0.4) == pytest.approx(0.5248, abs=1e-4)  # 1 - sum binomial terms
+    assert T975[2] < t_quantile(0.975, 1.5) < T975[1]  # Welch's df lie between table rows
     with pytest.raises(ValueError):
         t_quantile(1.0, 3)
 
