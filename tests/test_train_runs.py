@@ -210,6 +210,18 @@ def test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy(tmp_path, tiny_
     assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stderr[-2000:]
 
 
+def test_a_finished_run_keeps_its_test_translations_and_references(tiny_run):
+    """RUN/test.hyps.txt and RUN/test.refs.txt, a line per test sentence: what a paired
+    significance test compares (t2.experiments.significance)."""
+    from t2.experiments.runs import read_run
+
+    hyps, refs = read_run(tiny_run).test_outputs()
+    results = json.loads((tiny_run / "results.json").read_text())
+    assert len(hyps) == len(refs) == results["n_sentences"] > 0
+    exact = sum(h.strip() == r.strip() for h, r in zip(hyps, refs, strict=True)) / len(refs)
+    assert exact == pytest.approx(results["exact_match"])
+
+
 @pytest.mark.slow
 def test_a_nan_validation_is_never_the_best_and_the_stop_message_is_true(tmp_path):
     """train.max_lr=1e6: validations turn NaN; no checkpoint with a NaN validation is marked

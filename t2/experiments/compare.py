@@ -14,7 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from t2.atomic import atomic_text
 from t2.config import Config
+from t2.experiments.paired import paired_section
 from t2.experiments.plots import plot_curves
 from t2.experiments.runs import Run, flatten
 
@@ -130,18 +132,23 @@ def group_runs(runs: Sequence[Run]) -> dict[str, list[Path]]:
 
 def write_text(path: Path, text: str) -> None:
     """Write atomically: a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    with atomic_text(path) as f:
+        f.write(text)
 
 
 def compare(runs: Sequence[Run], out_dir: Path, names: Sequence[str] | None = None) -> str:
-    """Write OUT/compare.md, compare.csv and the curve plots; return the Markdown table."""
-
+    """Write OUT/compare.md, compare.csv and the curve plots; return the Markdown table
+    and, with two settings or more, their paired significance against the first run's
+    setting (seeds paired by train.seed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     headers, rows = table(runs, names)
     text = markdown(headers, rows)
-    plots = plot_curves(group_runs(runs), out_dir)
+    groups = group_runs(runs)
+    if len(groups) > 1:
+        by_path = {r.path: r for r in runs}
+        settings = {label: [by_path[p] for p in paths] for label, paths in groups.items()}
+        text += "\n" + paired_section(next(iter(groups)), settings, lambda r: r.result("bleu"))
+    plots = plot_curves(groups, out_dir)
     figures = "".join(f"\n![{p.stem}]({p.name})\n" for p in plots)
     note = ("Best valid loss and BLEU: over every validation in metrics.jsonl; test BLEU "
             "and chrF: results.json (the best checkpoint on the test split); wall time: "

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t2.experiments.compare import count, duration, write_text
+from t2.experiments.paired import paired_section
 from t2.experiments.plots import plot_curves
 from t2.experiments.robust import SENTENCES, robustness_tables
 from t2.experiments.runs import Run, read_run
@@ -151,6 +152,8 @@ def render(sweep: Sweep, out: Path, plots: list[Path], robustness: str | None) -
     parts.append("## Arms\n\n" + arms_table(sweep, runs))
     parts.append("## Results\n")
     parts += [t for m in METRICS if (t := metric_table(sweep, runs, m)) is not None]
+    if len(runs) > 1:
+        parts.append(paired_section(sweep.baseline, runs, lambda r: r.result("bleu")))
     if robustness is not None:
         parts.append(
             f"## Robustness (report 003)\n\nThe best checkpoint of each run on the first "

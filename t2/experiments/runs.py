@@ -19,7 +19,7 @@ import yaml
 from t2.config import load_yaml
 from t2.errors import CheckpointError
 from t2.rundir import RunDir, read_meta, read_records
-from t2.rundir.layout import WEIGHTS
+from t2.rundir.layout import WEIGHTS, read_lines
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,14 @@ class Run:
 
     def result(self, key: str) -> Any:
         return (self.results or {}).get(key)
+
+    def test_outputs(self) -> tuple[list[str], list[str]] | None:
+        """The best checkpoint's test translations and their references, a line each;
+        None for a run trained before they were written."""
+        run = RunDir(self.path)
+        if not (run.test_hyps.is_file() and run.test_refs.is_file()):
+            return None
+        return read_lines(run.test_hyps), read_lines(run.test_refs)
 
 
 def _number(value: Any) -> bool:

@@ -22,6 +22,9 @@ FIRST_RESUMABLE = 2  # the oldest format whose training state this t2 resumes
 CONFIG, META, TOKENIZER, CHECKPOINTS = "config.yaml", "meta.json", "tokenizer", "checkpoints"
 WEIGHTS, STATE, COMPLETE, BEST = "model.safetensors", "training_state.pt", "COMPLETE", "best"
 METRICS, RESULTS, LOCK = "metrics.jsonl", "results.json", ".lock"
+# the test split's translations by the best checkpoint and its references, a line each:
+# what a paired significance test between two runs compares (t2.experiments.significance)
+TEST_HYPS, TEST_REFS = "test.hyps.txt", "test.refs.txt"
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class RunDir:
     tokenizer = property(lambda self: self.path / TOKENIZER)
     metrics = property(lambda self: self.path / METRICS)
     results = property(lambda self: self.path / RESULTS)
+    test_hyps = property(lambda self: self.path / TEST_HYPS)
+    test_refs = property(lambda self: self.path / TEST_REFS)
     checkpoint_dir = property(lambda self: self.path / CHECKPOINTS)
 
     def file(self, name: str) -> Path:
@@ -200,6 +205,18 @@ def _missing_in_a_current_run(folder: Path) -> None:
     instead = f"--resume {step_of(others[-1])}" if others else "a new run (no other checkpoint)"
     raise CheckpointError(f"{folder} has no {META}: it was damaged after it was written; "
                           f"continue with {instead}")  # fmt: skip
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    """Text a line each (UTF-8), written atomically; a line's own breaks become spaces, so
+    line i is always sentence i."""
+    with atomic_text(path) as f:
+        f.writelines(" ".join(line.splitlines()) + "\n" for line in lines)
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines write_lines wrote."""
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
 
 
 def write_json(path: Path, record: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from t2.config import Config
 from t2.data import encode_pairs, load_pairs
 from t2.rundir import load_weights, resolve
+from t2.rundir.layout import write_lines
 from t2.train.loop import eval_loader, train, write_results
 from t2.train.validate import final_evaluation
 
@@ -26,7 +27,7 @@ def run_training(
         pairs = load_pairs(run.cfg.data, "test", run.cfg.train.seed)
         encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")
         loader = eval_loader(encoded, run)
-        scores = final_evaluation(
+        scores, hyps = final_evaluation(
             model,
             run.tokenizer,
             pairs,
@@ -37,6 +38,8 @@ def run_training(
             autocast=acc.autocast,
         )
         results = {"recipe": recipe, "checkpoint": str(best), **outcome, **scores}
+        write_lines(run.run_dir.test_hyps, hyps)
+        write_lines(run.run_dir.test_refs, list(pairs["tgt"]))
         write_results(run.run_dir, results)
     acc.wait_for_everyone()
     acc.end_training()  # closes W&B and the process group

@@ -46,13 +46,13 @@ def final_evaluation(
     model: torch.nn.Module, tokenizer: Any, pairs: Any, loader: Any, decode: DecodeConfig,
     device: torch.device, src_bos: bool,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
-) -> dict[str, Any]:  # fmt: skip
+) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
     """The test split: teacher-forced figures (under `autocast`: the training's precision, as
-    validation computes them) and the scores of `decode`'s search."""
+    validation computes them) and the scores of `decode`'s search, then its translations."""
     with autocast():
         figures = forced_summary(model, loader, tokenizer.pad_token_id, device)
     results = {f"test_{k}": v for k, v in figures.items()}
     hyps = translate(model, tokenizer, list(pairs["src"]), decode, src_bos, device)
     results.update(score_translations(hyps, list(pairs["tgt"])))
     results.update({"n_sentences": len(hyps), "beam_size": decode.beam_size})
-    return results
+    return results, hyps
