@@ -77,3 +77,16 @@ def test_coverage_under_the_null_is_about_95_percent():
         b = [rng.gauss(0.0, 1.0) for _ in range(3)]
         hits += welch(a, b).contains_zero()
     assert 0.93 < hits / trials < 0.985  # Welch is slightly conservative at small n
+
+
+def test_seeds_needed_match_cohens_table():
+    """Two-sided two-sample t-test at 5%, 80% power (Cohen 1988, table 2.4.1): an effect of
+    one standard deviation needs 17 per group, half of one 64, 0.8 of one 26."""
+    from t2.experiments.stats import power, seeds_needed
+
+    assert seeds_needed(1.0, 1.0) == 17
+    assert seeds_needed(2.0, 1.0) == 64
+    assert seeds_needed(1.0, 0.8) == 26
+    assert power(17, 1.0, 1.0) >= 0.8 > power(16, 1.0, 1.0)
+    assert seeds_needed(0.0, 0.5) == 2 and power(1, 1.0, 1.0) == 0.0
+    assert seeds_needed(10.0, 0.1, most=50) == 51  # beyond reach: said, not looped forever

@@ -1,12 +1,18 @@
-"""Run a sweep file: t2 sweep SWEEP.yaml [--out DIR] [--dry-run | --report-only].
+"""Run a sweep file: t2 sweep SWEEP.yaml [--out DIR] [--jobs N] [--plan | --dry-run |
+--report-only].
 
 A sweep file names a base recipe, arms (a recipe and/or --set overrides each), seeds and
 a budget (sweeps/ has the seed reports' studies). Every arm x seed without a
 finished run is trained in turn into DIR/ARM/seed-S (an interrupted run resumes, so the
 sweep continues where it stopped), then DIR/report.md compares the arms: mean ± sd over
 seeds, the difference to the baseline arm with a 95% interval, "within noise" where the
-interval contains zero. --dry-run prints one train.py command per run instead, for any
-scheduler (a SLURM array, a shell loop over machines); --report-only then summarises.
+interval contains zero, and sacreBLEU's paired tests per seed with a verdict. --jobs N
+trains N runs at once, each on its own GPU (--runs-per-gpu K: K per GPU) or its share of
+the CPU cores. --plan says, from the finished runs' seed spread (or a pilot of the
+baseline's first two seeds), how many seeds detect the sweep file's `detect:` difference
+of test BLEU at 80% power; the sweep warns before it starts when it has fewer. --dry-run
+prints one train.py command per run instead, for any scheduler (a SLURM array, a shell
+loop over machines); --report-only then summarises.
 Runs reach W&B grouped by sweep (group), arm (job type) and seed (name)."""
 
 from __future__ import annotations
@@ -29,6 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument(
         "--report-only", action="store_true", help="train nothing; report the finished runs"
     )
+    mode.add_argument(
+        "--plan", action="store_true",
+        help="the seeds per arm that detect the sweep file's detect: difference at 80%% power "
+        "(from finished runs, else after a pilot of the baseline's first two seeds)",
+    )  # fmt: skip
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="runs at once, each pinned to its share (default 1)")  # fmt: skip
+    parser.add_argument("--runs-per-gpu", type=int, default=1, metavar="K",
+                        help="with GPUs: runs sharing one GPU (default 1)")  # fmt: skip
     parser.add_argument(
         "--wandb", choices=["online", "offline", "disabled"], default="offline",
         help="W&B mode of every run (default offline: no account needed)",
@@ -37,8 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from t2.experiments.jobs import machine, slots
     from t2.experiments.report import write_report
-    from t2.experiments.sweep import dry_run, plan, run_sweep
+    from t2.experiments.sweep import dry_run, plan, plan_sweep, run_sweep
     from t2.experiments.sweepfile import load_sweep
 
     sweep = load_sweep(args.sweep)
@@ -47,8 +63,12 @@ def run(args: argparse.Namespace) -> None:
         for line in dry_run(sweep, out, args.wandb):
             print(line)
         return
+    places = slots(args.jobs, *machine(), args.runs_per_gpu) if args.jobs > 1 else None
+    if args.plan:
+        print(plan_sweep(sweep, out, args.wandb, places))
+        return
     if not args.report_only:
-        run_sweep(sweep, out, args.wandb)
+        run_sweep(sweep, out, args.wandb, places)
     elif not out.is_dir():
         from t2.errors import ConfigError
 

@@ -60,3 +60,26 @@ def welch(arm: Sequence[float], baseline: Sequence[float], level: float = LEVEL)
     df = (va + vb) ** 2 / (va**2 / (len(arm) - 1) + vb**2 / (len(baseline) - 1))
     half = t_quantile(0.5 + level / 2.0, df) * se
     return Difference(diff, diff - half, diff + half, df)
+
+
+POWER = 0.8  # the chance of detecting a true difference that a sweep plans for
+
+
+def power(n: int, spread: float, difference: float, level: float = LEVEL) -> float:
+    """The chance that a two-sided t-test on `n` seeds per arm, seeds spread by `spread`
+    (the standard deviation), finds a true difference of `difference` at `level`: the
+    noncentral t distribution (scipy.stats.nct), 2n - 2 degrees of freedom."""
+    if n < 2:
+        return 0.0
+    if spread == 0.0:
+        return 1.0
+    df, ncp = 2 * n - 2, abs(difference) / (spread * math.sqrt(2.0 / n))
+    crit = t_quantile(0.5 + level / 2.0, df)
+    return float(scipy.stats.nct.sf(crit, df, ncp) + scipy.stats.nct.cdf(-crit, df, ncp))
+
+
+def seeds_needed(spread: float, difference: float, target: float = POWER, most: int = 1000) -> int:
+    """The fewest seeds per arm whose t-test has `target` power for `difference`; `most`
+    + 1 when even `most` seeds do not."""
+    return next((n for n in range(2, most + 1) if power(n, spread, difference) >= target),
+                most + 1)  # fmt: skip

@@ -9,13 +9,19 @@ mixes two settings under one arm name. Each run's output goes to OUT/ARM/seed-S/
 
 from __future__ import annotations
 
+import os
+import queue
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from t2.errors import ConfigError, T2Error
 from t2.experiments.compare import duration
+from t2.experiments.jobs import Slot
+from t2.experiments.planning import make_plan, pilot_seeds
 from t2.experiments.runs import flatten, read_run
 from t2.experiments.sweepfile import Arm, Sweep
 from t2.recipes import load_config
@@ -64,8 +70,11 @@ def _last_error(log: Path) -> str:
     return (errors or [x for x in lines if x] or ["no output"])[-1]
 
 
-def train_one(sweep: Sweep, arm: Arm, seed: int, out: Path, wandb: str) -> None:
-    """One run as a child process (`python -m t2 train ...`), its output in a log file."""
+def train_one(
+    sweep: Sweep, arm: Arm, seed: int, out: Path, wandb: str, slot: Slot | None = None
+) -> None:
+    """One run as a child process (`python -m t2 train ...`), its output in a log file;
+    on `slot`'s GPU or cores (t2.experiments.jobs) when given."""
     run_dir = sweep.run_dir(out, arm, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     log = RunDir(run_dir).file(LOG)
@@ -73,7 +82,9 @@ def train_one(sweep: Sweep, arm: Arm, seed: int, out: Path, wandb: str) -> None:
     with log.open("a", encoding="utf-8") as f:
         f.write(f"$ {sweep.shell_command(arm, seed, out, wandb)}\n")
         f.flush()
-        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
+        env = {**os.environ, **slot.env} if slot else None
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
+                              preexec_fn=slot.pin if slot else None).returncode  # fmt: skip
     if code == 130 or code < 0:
         raise KeyboardInterrupt
     if code != 0:
@@ -83,26 +94,75 @@ def train_one(sweep: Sweep, arm: Arm, seed: int, out: Path, wandb: str) -> None:
         )
 
 
-def run_sweep(sweep: Sweep, out: Path, wandb: str) -> None:
-    """Train what is missing, one run after another."""
-    runs = plan(sweep, out)
+def run_sweep(
+    sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = None,
+    only: list[tuple[Arm, int]] | None = None,
+) -> None:  # fmt: skip
+    """Train what is missing (of `only`, if given): one run at a time, stopping at a
+    failure; or len(places) at once, each in its slot, where a failed run is reported, the
+    others go on, and the sweep ends with one line naming the failures."""
+    runs = [r for r in plan(sweep, out) if only is None or (r[0], r[1]) in only]
     todo = [(arm, seed, state) for arm, seed, state in runs if state != "finished"]
+    at_once = f", {len(places)} at a time" if places else ""
     print(f"sweep {sweep.name}: {len(runs)} runs ({len(sweep.arms)} arms x "
           f"{len(sweep.seeds)} seeds), {len(runs) - len(todo)} finished, {len(todo)} to "
-          f"train in {out}", flush=True)  # fmt: skip
-    for i, (arm, seed, state) in enumerate(todo, 1):
-        resumed = " (resuming)" if state == "partial" else ""
-        print(f"[{i}/{len(todo)}] {arm.name} seed {seed}{resumed} ...", end=" ", flush=True)
+          f"train in {out}{at_once}", flush=True)  # fmt: skip
+    if sweep.detect is not None and only is None:
+        print(make_plan(sweep, out).text(), flush=True)
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    for slot in places or [None]:
+        free.put(slot)
+
+    def one(i: int, arm: Arm, seed: int, state: str) -> str | None:
+        slot = free.get()
         start = time.perf_counter()
         try:
-            train_one(sweep, arm, seed, out, wandb)
-        except T2Error:
-            print("failed", flush=True)
-            raise
-        print(f"done in {duration(time.perf_counter() - start)}", flush=True)
+            train_one(sweep, arm, seed, out, wandb, slot)
+            outcome, failure = f"done in {duration(time.perf_counter() - start)}", None
+        except T2Error as err:
+            outcome, failure = "failed", str(err)
+        finally:
+            free.put(slot)
+        resumed = " (resuming)" if state == "partial" else ""
+        print(f"[{i}/{len(todo)}] {arm.name} seed {seed}{resumed}: {outcome}", flush=True)
+        return failure
+
+    if not places:  # one at a time: the first failure stops the sweep
+        for i, (arm, seed, state) in enumerate(todo, 1):
+            if failure := one(i, arm, seed, state):
+                raise T2Error(failure)
+        return
+    with ThreadPoolExecutor(max_workers=len(places)) as pool:
+        failures = [f for f in pool.map(lambda t: one(t[0], *t[1]), enumerate(todo, 1)) if f]
+    if len(failures) == 1:
+        raise T2Error(failures[0])
+    if failures:
+        raise T2Error(f"{len(failures)} sweep runs failed; the first: {failures[0]}")
 
 
 def dry_run(sweep: Sweep, out: Path, wandb: str) -> list[str]:
     """The train.py command of every run that is not finished, one line each."""
     return [sweep.shell_command(arm, seed, out, wandb)
             for arm, seed, state in plan(sweep, out) if state != "finished"]  # fmt: skip
+
+
+def plan_sweep(sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = None) -> str:
+    """The power plan (t2.experiments.planning), from the finished runs' seed spread; with
+    none to measure it, after training the pilot: the baseline's first two seeds."""
+    if sweep.detect is None:
+        raise ConfigError(
+            f"--plan needs the difference to detect: add detect: BLEU (e.g. detect: 0.5) "
+            f"to {sweep.path}"
+        )
+    found = make_plan(sweep, out)
+    if found.needed is None:
+        baseline = sweep.arm(sweep.baseline)
+        print(f"pilot: {baseline.name} seeds {', '.join(map(str, pilot_seeds(sweep)))}",
+              flush=True)  # fmt: skip
+        pilot = [(baseline, s) for s in pilot_seeds(sweep)]
+        extra = [s for _, s in pilot if s not in sweep.seeds]
+        widened = replace(sweep, seeds=sweep.seeds + tuple(extra))
+        run_sweep(widened, out, wandb, places, only=pilot)
+        found = make_plan(widened, out)
+        found = replace(found, given=len(sweep.seeds))
+    return found.text()

@@ -8,6 +8,7 @@
     baseline: base           # the arm the others are compared with; default: the first
     set: {train.eval_every: 50}  # overrides for every arm (optional)
     robustness: false        # true: report 003's suite on each run, in the report
+    detect: 0.5              # test BLEU difference to detect: t2 sweep --plan's power plan
     arms:
       base: {}
       rope: {set: {model.positional: rope}}
@@ -31,7 +32,8 @@ from t2.config import check_keys, load_yaml
 from t2.errors import ConfigError
 from t2.recipes import load_config
 
-KEYS = ("name", "base", "seeds", "budget", "compare_at", "baseline", "set", "robustness", "arms")
+KEYS = ("name", "base", "seeds", "budget", "compare_at", "baseline", "set", "robustness",
+        "detect", "arms")  # fmt: skip
 BUDGET = {"max_steps": "train.max_steps", "max_minutes": "train.max_minutes",
           "max_train_tokens": "train.max_train_tokens"}  # fmt: skip
 AXIS = {"max_steps": "steps", "max_train_tokens": "tokens", "max_minutes": "time"}
@@ -61,6 +63,7 @@ class Sweep:
     baseline: str
     arms: tuple[Arm, ...]
     robustness: bool
+    detect: float | None = None  # the test BLEU difference the sweep should detect
 
     def run_dir(self, out: Path, arm: Arm, seed: int) -> Path:
         return Path(out) / arm.name / f"seed-{seed}"
@@ -169,8 +172,12 @@ def parse_sweep(raw: Any, path: Path) -> Sweep:
                           f"{', '.join(COMPARE_AT)}")  # fmt: skip
     if not isinstance(raw.get("robustness", False), bool):
         raise ConfigError(f"{where}: robustness must be true or false")
+    detect = raw.get("detect")
+    if detect is not None and (isinstance(detect, bool) or not isinstance(detect, (int, float))
+                               or detect <= 0):  # fmt: skip
+        raise ConfigError(f"{where}: detect must be a positive BLEU difference, e.g. 0.5")
     return Sweep(path, name, _seeds(raw.get("seeds"), where), budget, compare_at, baseline,
-                 arms, raw.get("robustness", False))  # fmt: skip
+                 arms, raw.get("robustness", False), detect)  # fmt: skip
 
 
 def load_sweep(path: str | Path) -> Sweep:

@@ -1,0 +1,80 @@
+"""How many seeds a sweep needs to tell a difference: the power plan of `t2 sweep --plan`.
+
+The sweep file's `detect` key is the difference of test BLEU worth detecting (e.g. 0.5).
+The seed-to-seed spread comes from the sweep's finished runs (the standard deviation of
+test BLEU over seeds, pooled over arms), or from a pilot: the baseline arm's first two
+seeds, which are runs of the sweep anyway. The plan is the fewest seeds per arm whose
+two-sided t-test finds that difference with 80% power at the 5% level (the noncentral t
+distribution, t2.experiments.stats.seeds_needed), and what training them costs at the
+finished runs' mean wall time. A sweep given fewer seeds is warned before it starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from t2.experiments.compare import duration
+from t2.experiments.report import collect
+from t2.experiments.runs import Run
+from t2.experiments.stats import POWER, sd, seeds_needed
+from t2.experiments.sweepfile import Sweep
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The seeds per arm a sweep needs to detect `difference` BLEU at 80% power."""
+
+    difference: float
+    spread: float | None  # pooled standard deviation of test BLEU over seeds
+    runs: int  # finished runs the spread comes from
+    needed: int | None  # seeds per arm; None without a spread
+    given: int  # seeds the sweep file gives
+    arms: int
+    run_seconds: float | None  # mean wall time of a finished run
+
+    @property
+    def enough(self) -> bool | None:
+        return None if self.needed is None else self.given >= self.needed
+
+    def text(self) -> str:
+        head = f"power plan: detect {self.difference:g} test BLEU at {POWER:.0%} power (5% level)"
+        if self.needed is None:
+            pilot = "t2 sweep FILE --plan trains a pilot (the baseline's first two seeds)"
+            return f"{head}: no arm has two finished seeds to measure the seed spread; {pilot}"
+        cost = "" if self.run_seconds is None else (
+            f", {duration(self.needed * self.arms * self.run_seconds)} of training at "
+            f"{duration(self.run_seconds)} a run")  # fmt: skip
+        verdict = "enough" if self.enough else "too few to tell that difference"
+        return (f"{head}: seed spread {self.spread:.2f} BLEU (sd over {self.runs} finished "
+                f"runs, pooled over arms) -> {self.needed} seeds per arm ({self.needed * self.arms}"
+                f" runs{cost}); the sweep gives {self.given}: {verdict}")  # fmt: skip
+
+
+def pooled_spread(runs: dict[str, list[Run]]) -> tuple[float | None, int]:
+    """The standard deviation of test BLEU over seeds, pooled over the arms with two
+    finished seeds or more (weighted by their degrees of freedom), and the runs used."""
+    total, df, used = 0.0, 0, 0
+    for arm_runs in runs.values():
+        values = [v for r in arm_runs if (v := r.result("bleu")) is not None]
+        if len(values) > 1:
+            total += (len(values) - 1) * sd(values) ** 2
+            df, used = df + len(values) - 1, used + len(values)
+    return (math.sqrt(total / df), used) if df else (None, 0)
+
+
+def make_plan(sweep: Sweep, out: Path) -> Plan:
+    """The plan from the sweep's finished runs in `out` (sweep.detect must be set)."""
+    runs, _ = collect(sweep, out)
+    spread, used = pooled_spread(runs)
+    needed = None if spread is None else seeds_needed(spread, sweep.detect)
+    walls = [w for rs in runs.values() for r in rs if (w := r.final("elapsed_s")) is not None]
+    seconds = sum(walls) / len(walls) if walls else None
+    return Plan(sweep.detect, spread, used, needed, len(sweep.seeds), len(sweep.arms), seconds)
+
+
+def pilot_seeds(sweep: Sweep) -> tuple[int, int]:
+    """The baseline's two pilot seeds: the sweep's first two (one more if it has one)."""
+    first = sweep.seeds[0]
+    return (first, sweep.seeds[1]) if len(sweep.seeds) > 1 else (first, first + 1)
