@@ -24,8 +24,10 @@ import numpy as np
 
 from t2.cli import run_main
 from t2.config import DataConfig
-from t2.data import BatchSampler, encode_pairs, load_pairs, make_loader, train_tokenizer
-from t2.data.tokenizer import both_sides
+from t2.data.batching import BatchSampler
+from t2.data.loader import make_loader
+from t2.data.pipeline import encode_pairs, load_pairs
+from t2.data.tokenizer import both_sides, train_tokenizer
 from t2.errors import DataError
 from t2.progress import Progress
 

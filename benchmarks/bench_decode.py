@@ -39,7 +39,8 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from t2.config import ModelConfig
-from t2.data import encode_source, train_tokenizer
+from t2.data.pipeline import encode_source
+from t2.data.tokenizer import train_tokenizer
 from t2.decoding.beam import beam_search
 from t2.decoding.greedy import greedy_search
 from t2.model.transformer import Transformer

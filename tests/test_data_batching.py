@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from t2.data import BatchSampler, collate, make_loader
+from t2.data.batching import BatchSampler
+from t2.data.loader import collate, make_loader
 from t2.errors import DataError
 
 RNG = np.random.default_rng(0)

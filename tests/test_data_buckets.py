@@ -8,8 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from t2.data import BatchSampler, collate
+from t2.data.batching import BatchSampler
 from t2.data.buckets import cells, padding_optimal_cuts
+from t2.data.loader import collate
 from t2.errors import DataError
 
 RNG = np.random.default_rng(0)

@@ -10,14 +10,10 @@ import datasets
 import pytest
 
 from t2.config import DataConfig
-from t2.data import (
-    BatchSampler,
-    encode_pairs,
-    encode_source,
-    load_pairs,
-    make_loader,
-    prepare_tokenizer,
-)
+from t2.data.batching import BatchSampler
+from t2.data.loader import make_loader
+from t2.data.pipeline import encode_pairs, encode_source, load_pairs
+from t2.data.tokenizer import prepare_tokenizer
 from t2.recipes import load_config
 
 SHARED = Path(

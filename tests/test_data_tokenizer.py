@@ -8,8 +8,9 @@ import pytest
 from transformers import PreTrainedTokenizerFast
 
 from t2.config import DataConfig
-from t2.data import SPECIALS, load_tokenizer, prepare_tokenizer, train_tokenizer
+from t2.data.tokenizer import load_tokenizer, prepare_tokenizer, train_tokenizer
 from t2.errors import DataError
+from t2.specials import SPECIALS
 
 GERMAN = [
     "Die Größe der Straße beträgt 12,5 km – nicht 13!",

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from test_evaluation_helpers import one_thread, tiny_config, toy_pairs, toy_run
 
 from t2.config import DecodeConfig
-from t2.data import encode_source
+from t2.data.pipeline import encode_source
 from t2.decoding.beam import beam_search, best_possible
 from t2.decoding.common import Scratch, length_penalty, max_lengths, pad_source, penalty
 from t2.decoding.greedy import greedy_search

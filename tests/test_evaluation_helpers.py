@@ -12,7 +12,7 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from t2.config import Config, ModelConfig
-from t2.data import train_tokenizer
+from t2.data.tokenizer import train_tokenizer
 from t2.model.loss import smoothed_cross_entropy
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, save_checkpoint

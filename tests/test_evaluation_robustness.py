@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from test_evaluation_helpers import toy_pairs
 
 from t2.config import Config
-from t2.data import encode_source
+from t2.data.pipeline import encode_source
 from t2.evaluation.robustness import (
     PERTURBATIONS,
     drop,

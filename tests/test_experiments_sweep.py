@@ -45,7 +45,9 @@ def tiny(tmp_path_factory):
                 "arms": {"slow": {"set": {"train.max_lr": 1.0e-4}}, "fast": {}}}  # fmt: skip
         path = root / "tiny.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
-        code, stdout = t2("sweep", path, "--out", root / "out", "--wandb", "disabled")
+        # two runs at a time, each bound to one core: the real --jobs path
+        code, stdout = t2("sweep", path, "--out", root / "out", "--wandb", "disabled",
+                          "--jobs", "2")  # fmt: skip
         assert code == 0, stdout
         yield path, root / "out", stdout
 

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from t2.cli import main
 from t2.config import Config, ModelConfig
-from t2.data import load_tokenizer
+from t2.data.tokenizer import load_tokenizer
 from t2.errors import CheckpointError
 from t2.exporting import push, save_run
 from t2.hub import from_pretrained, is_pretrained
@@ -320,7 +320,8 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     import datasets
 
     from t2.config import DataConfig
-    from t2.data import encode_pairs, train_tokenizer
+    from t2.data.pipeline import encode_pairs
+    from t2.data.tokenizer import train_tokenizer
     from t2.serve.engine import T2Engine
 
     monkeypatch.setenv("T2_PROGRESS_EVERY", "0")

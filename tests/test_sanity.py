@@ -150,30 +150,33 @@ def sanity(out: Path, *extra: str) -> subprocess.CompletedProcess:
     # smaller data (the pass mark is the real one): 4,000 training pairs, 300 to score
     sets = ["data.task_train_size=4000", "data.task_eval_size=300",
             "train.valid_bleu_sentences=300"]  # fmt: skip
-    cmd = [sys.executable, "-m", "t2", "sanity", "--only", "base", "rmsnorm,swiglu,pre",
+    cmd = [sys.executable, "-m", "t2", "sanity", "--only", "rmsnorm,swiglu,pre",
            "--tasks", "copy", "--out", str(out), *(a for s in sets for a in ("--set", s)),
            *extra]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
 
 
 @pytest.mark.slow
-def test_two_combinations_learn_copy_to_the_pass_mark_and_a_rerun_reads_them(tmp_path):
+def test_a_combination_learns_copy_to_the_pass_mark_and_a_rerun_reads_it(tmp_path):
+    """One combination away from base on three axes (base itself trains in every recipe
+    test; the README's table has every one-swap combination on every toy task)."""
     first = sanity(tmp_path)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     with open(tmp_path / "sanity.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [(r["combination"], r["task"], r["status"]) for r in rows] == [
-        ("base", "copy", "pass"), ("rmsnorm+swiglu+pre", "copy", "pass")]  # fmt: skip
+        ("rmsnorm+swiglu+pre", "copy", "pass")]  # fmt: skip
     for row in rows:
         assert row["stopped_by"] == "stop_exact_match"  # validation reached 99% ...
         assert 0 < int(row["steps"]) < 4000  # ... within the step budget
         assert float(row["test_exact_match"]) >= 0.97  # and the test split agrees
         assert int(row["test_sentences"]) == 300
     table = (tmp_path / "sanity.md").read_text(encoding="utf-8")
-    assert table in first.stdout and "| base | sinusoidal layernorm relu post |" in table
+    assert table in first.stdout
+    assert "| rmsnorm+swiglu+pre | sinusoidal rmsnorm swiglu pre |" in table
     # a finished run is read, not trained again: the same table, no training output
     again = sanity(tmp_path)
-    assert again.returncode == 0 and again.stdout.count("; read)") == 2
+    assert again.returncode == 0 and again.stdout.count("; read)") == 1
     assert (tmp_path / "sanity.md").read_text(encoding="utf-8") == table
     # results of another config are not passed off as this one's
     other = sanity(tmp_path, "--set", "train.max_lr=1.0e-3")

@@ -15,8 +15,8 @@ import pytest
 from test_train_runs import assert_same_log, losses, train
 
 from t2.config import TrainConfig
-from t2.data import BatchSampler, make_loader
-from t2.data.loader import Batches
+from t2.data.batching import BatchSampler
+from t2.data.loader import Batches, make_loader
 from t2.errors import ConfigError
 from t2.rundir import RunDir, load_training_state
 from t2.train.budget import Budget, TargetTokens

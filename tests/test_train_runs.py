@@ -15,7 +15,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from t2.data import load_tokenizer
+from t2.data.tokenizer import load_tokenizer
 from t2.rundir import RunDir
 from t2.train.lr_find import smooth
 from t2.train.tracking import read_metrics

@@ -16,19 +16,17 @@ from __future__ import annotations
 import argparse
 
 from t2.commands.options import check_out_folder
-from t2.registry import EXPORT
 from t2.serve import QUANTIZATIONS
 
 HELP = "export a trained model as a Hugging Face (hf) or CTranslate2 (ct2) folder"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    import t2.opener  # noqa: F401  (registers the formats, for the choices below)
-
     parser.add_argument("checkpoint", help="a run directory (its best checkpoint) or a checkpoint")
     parser.add_argument(
-        "--format", default="ct2", choices=EXPORT.names(),
-        help="hf: a Hugging Face model folder; ct2: CTranslate2 (default)",
+        "--format", default="ct2", metavar="{hf,ct2}",
+        help="a registered export format: hf, a Hugging Face model folder; ct2, CTranslate2 "
+        "(default); another name fails listing the registered ones",
     )  # fmt: skip
     parser.add_argument("--out", required=True, help="the folder to write")
     parser.add_argument("--quantization", choices=QUANTIZATIONS,

@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from t2.data import load_pairs, load_tokenizer, train_tokenizer
-    from t2.data.tokenizer import both_sides
+    from t2.data.pipeline import load_pairs
+    from t2.data.tokenizer import both_sides, load_tokenizer, train_tokenizer
     from t2.recipes import load_config
 
     cfg = load_config(args.recipe, args.overrides)

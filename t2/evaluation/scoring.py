@@ -13,7 +13,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.utils import SACREBLEU_DIR, get_reference_files, get_source_file
 
 from t2.config import Config
-from t2.data import load_pairs
+from t2.data.pipeline import load_pairs
 from t2.errors import DataError
 
 

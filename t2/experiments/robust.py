@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from t2.data import load_pairs
+from t2.data.pipeline import load_pairs
 from t2.evaluation.robustness import run_suite
 from t2.experiments.runs import Run
 from t2.experiments.stats import mean, sd

@@ -5,6 +5,8 @@
       config.yaml        the resolved config (model.vocab_size set from the tokenizer)
       tokenizer/         loads with PreTrainedTokenizerFast.from_pretrained(RUN/tokenizer)
       metrics.jsonl      one JSON record per logged step and per validation
+      test.hyps.txt      the best checkpoint's test translations, a line each
+      test.refs.txt      their references (paired significance tests compare these)
       results.json       the best checkpoint's test scores, written when training ends
       checkpoints/
         step-0000400/    model.safetensors, config.yaml, training_state.pt, meta.json

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from t2.config import Config
-from t2.data import encode_pairs, load_pairs
+from t2.data.pipeline import encode_pairs, load_pairs
 from t2.rundir import load_weights, resolve
 from t2.rundir.layout import write_lines
 from t2.train.loop import eval_loader, train, write_results

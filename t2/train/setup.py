@@ -13,13 +13,10 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, set_seed
 
 from t2.config import Config
-from t2.data import (
-    BatchSampler,
-    encode_pairs,
-    load_pairs,
-    make_loader,
-    prepare_tokenizer,
-)
+from t2.data.batching import BatchSampler
+from t2.data.loader import make_loader
+from t2.data.pipeline import encode_pairs, load_pairs
+from t2.data.tokenizer import prepare_tokenizer
 from t2.errors import ConfigError
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
