@@ -104,9 +104,9 @@ def run_sweep(
     runs = [r for r in plan(sweep, out) if only is None or (r[0], r[1]) in only]
     todo = [(arm, seed, state) for arm, seed, state in runs if state != "finished"]
     at_once = f", {len(places)} at a time" if places else ""
-    print(f"sweep {sweep.name}: {len(runs)} runs ({len(sweep.arms)} arms x "
-          f"{len(sweep.seeds)} seeds), {len(runs) - len(todo)} finished, {len(todo)} to "
-          f"train in {out}{at_once}", flush=True)  # fmt: skip
+    what = f"{len(sweep.arms)} arms x {len(sweep.seeds)} seeds" if only is None else "a pilot"
+    print(f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
+          f"{len(todo)} to train in {out}{at_once}", flush=True)  # fmt: skip
     if sweep.detect is not None and only is None:
         print(make_plan(sweep, out).text(), flush=True)
     free: queue.SimpleQueue = queue.SimpleQueue()
