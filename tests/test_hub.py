@@ -28,6 +28,7 @@ from t2.exporting import push, save_run
 from t2.hub import from_pretrained, is_pretrained
 from t2.model.summary import count_parameters
 from t2.model.transformer import Transformer
+from t2.opener import open_model
 from t2.progress import Progress
 from t2.rundir import RunDir, new_meta, read_config, save_checkpoint, write_json
 from t2.rundir.layout import WEIGHTS, eval_folder
@@ -175,6 +176,16 @@ def test_a_cached_repo_id_loads_offline_and_an_uncached_one_fails_in_one_line(
     loaded = from_pretrained("me/tiny")
     assert loaded.folder == snapshot
     assert torch.equal(logits(loaded.model), logits(original(ckpt)))
+    # the one opener takes the repo id too (t2 translate / evaluate --checkpoint me/tiny)
+    opened = open_model("me/tiny")
+    assert (opened.kind, opened.path) == ("hf", snapshot)
+    assert torch.equal(logits(opened.model), logits(original(ckpt)))
+    assert opened.provenance == {"checkpoint": ckpt.name}
+    by_run = open_model(run)
+    assert (by_run.kind, by_run.path, by_run.provenance["step"]) == ("run", ckpt, 3)
+    assert by_run.engine.translate(["a b"], by_run.cfg.decode) == opened.engine.translate(
+        ["a b"], opened.cfg.decode
+    )
     with pytest.raises(CheckpointError) as err:
         from_pretrained("me/absent")
     text = str(err.value)
