@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 import t2.hub.pretrained
 import t2.serve.ct2  # noqa: F401  (register the export formats)
 from t2.errors import CheckpointError, ConfigError
@@ -94,7 +92,6 @@ def open_model(
     if kind != "run":
         return EXPORT.get(kind)().load(path, device, precision, workers)
     model, cfg, tokenizer, ckpt = load_run(path, average_last, device)
-    if precision is not None:  # every weight and table in that type (log-softmax in fp32)
-        model = model.to(getattr(torch, precision))
-    engine_ = T2Engine(model, tokenizer, cfg.data.src_bos, device)
-    return Opened(engine_, cfg, tokenizer, "run", Path(ckpt), model, _provenance(Path(ckpt)))
+    engine_ = T2Engine(model, tokenizer, cfg.data.src_bos, device, precision)
+    return Opened(engine_, cfg, tokenizer, "run", Path(ckpt), engine_.model,
+                  _provenance(Path(ckpt)))  # fmt: skip

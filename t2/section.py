@@ -39,17 +39,19 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: plain data only
 
 
-def choice(default: str, *choices: str, help: str = "") -> Any:  # noqa: A002
-    return field(default=default, metadata={"choices": (default, *choices), "help": help})
+def choice(default: str, *choices: str, help: str = "", **meta: Any) -> Any:  # noqa: A002
+    """A string field with its valid values; `meta`: what else its section records of it."""
+    return field(default=default, metadata={"choices": (default, *choices), "help": help, **meta})
 
 
 def component(default: str, registry: Registry, help: str = "") -> Any:  # noqa: A002
     return field(default=default, metadata={"registry": registry, "help": help})
 
 
-def option(default: Any, help: str, *aliases: str) -> Any:  # noqa: A002
-    """A plain field with the help its command-line flag shows; `aliases` are extra flags."""
-    return field(default=default, metadata={"help": help, "aliases": aliases})
+def option(default: Any, help: str, *aliases: str, **meta: Any) -> Any:  # noqa: A002
+    """A plain field with the help its command-line flag shows; `aliases` are extra flags;
+    `meta`: what else its section records of it."""
+    return field(default=default, metadata={"help": help, "aliases": aliases, **meta})
 
 
 class Section:

@@ -121,3 +121,21 @@ def test_output_appears_under_its_name_only_when_complete(toy, tmp_path):
     assert proc.returncode == 130 and b"interrupted" in stderr, stderr
     assert out.read_text() == "the previous output\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latin.txt", "many.txt", "out.txt"]
+
+
+def test_sampling_a_stream_is_reproducible_and_draws_anew_for_every_chunk(toy):
+    """`t2 translate --search sample` reads in chunks: each chunk has its own seed (derived
+    from --seed and its place), so a repeated line is sampled afresh, and a rerun with
+    the same seed writes the same output."""
+    from t2.opener import open_model
+
+    run, _, _ = toy
+    engine = open_model(run).engine
+    line = toy_pairs(1, seed=5)[0][0]
+    decode = DecodeConfig(search="sample", batch_size=1, temperature=3.0, seed=7)
+
+    def sampled() -> list[str]:
+        return [hyps[0][0] for chunk in engine.stream([line] * 8, decode) for hyps in chunk]
+
+    first = sampled()
+    assert sampled() == first and len(set(first)) > 1

@@ -9,26 +9,14 @@ GenerationConfig). CTranslate2's engine maps a few onto its own names (t2.serve.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import t2.decoding.search  # noqa: F401  (registers the strategies)
 from t2.errors import ConfigError
 from t2.registry import SEARCH
 from t2.section import Section, choice, component, option
 
-# the keys that change what a strategy outputs (batch_size and nbest change how many at
-# once and how many kept); a record without `search` was written before it: beam search
-SHARED = ("lenpen", "length_norm", "max_len_a", "max_len_b")
-STRATEGY_KEYS = {"greedy": (), "beam": ("beam_size", "stopping"),
-                 "sample": ("temperature", "top_k", "top_p", "seed")}  # fmt: skip
-
-
-def output_settings(values: dict) -> dict:
-    """Of a decode section's values (a dict, as records hold them), the ones its search
-    strategy's output depends on, search first."""
-    search = values.get("search", "beam")
-    keys = (*STRATEGY_KEYS.get(search, ()), *SHARED)
-    return {"search": search, **{k: values[k] for k in keys if k in values}}
+ANY, SAMPLE = ("*",), ("sample",)
 
 
 @dataclass(frozen=True)
@@ -37,16 +25,19 @@ class DecodeConfig(Section):
 
     SECTION = "decode"
 
+    # shapes: the strategies whose output a key changes (ANY: all); batch_size and nbest
+    # change how many sentences at once and how many hypotheses kept, not what is found
     search: str = component("beam", SEARCH, help="greedy, beam (a beam of 1 is greedy) or sample")
-    beam_size: int = option(4, "beams per sentence (1: greedy)", "--beam")
-    lenpen: float = option(0.6, "length penalty alpha (the paper's 0.6)")
+    beam_size: int = option(4, "beams per sentence (1: greedy)", "--beam", shapes=("beam",))
+    lenpen: float = option(0.6, "length penalty alpha (the paper's 0.6)", shapes=ANY)
     # how a hypothesis' summed log-probability is normalised by its length n (EOS included):
     # length: / n^lenpen (fairseq's --lenpen, transformers' length_penalty); gnmt:
     # / ((5 + n) / 6)^lenpen (Wu et al. 2016, which the paper cites), a weaker reward for
     # length. On Multi30k at alpha 0.6, length gave 33.95 BLEU and gnmt 33.59 (README)
-    length_norm: str = choice("length", "gnmt", help="divide by n^alpha or ((5+n)/6)^alpha")
-    max_len_a: float = option(1.0, "maximum output length = a * source length + b")
-    max_len_b: int = option(50, "maximum output length = a * source length + b")
+    length_norm: str = choice("length", "gnmt", help="divide by n^alpha or ((5+n)/6)^alpha",
+                              shapes=ANY)  # fmt: skip
+    max_len_a: float = option(1.0, "maximum output length = a * source length + b", shapes=ANY)
+    max_len_b: int = option(50, "maximum output length = a * source length + b", shapes=ANY)
     batch_size: int = option(64, "sentences per decoding batch")
     nbest: int = option(1, "hypotheses per sentence (beam: at most beam_size)")
     # when a sentence's beam search ends, once beam_size hypotheses have ended and ...
@@ -54,11 +45,14 @@ class DecodeConfig(Section):
     #   them (transformers' early_stopping=False); exact: nor at the maximum length, a true
     #   bound (early_stopping="never"; slower); first_k: at once (fairseq's rule)
     stopping: str = choice("heuristic", "exact", "first_k",
-                           help="when a sentence's beam search ends")  # fmt: skip
-    temperature: float = option(1.0, "sample: divide log-probabilities by this")
-    top_k: int = option(0, "sample: from the k most probable tokens only (0: all)")
-    top_p: float = option(1.0, "sample: from the smallest set of probability >= p (nucleus)")
-    seed: int = option(0, "sample: seed of the random draws (the same seed, the same output)")
+                           help="when a sentence's beam search ends", shapes=("beam",))  # fmt: skip
+    temperature: float = option(1.0, "sample: divide log-probabilities by this", shapes=SAMPLE)
+    top_k: int = option(0, "sample: from the k most probable tokens only (0: all)",
+                        shapes=SAMPLE)  # fmt: skip
+    top_p: float = option(1.0, "sample: from the smallest set of probability >= p (nucleus)",
+                          shapes=SAMPLE)  # fmt: skip
+    seed: int = option(0, "sample: seed of the random draws (the same seed, the same output)",
+                       shapes=SAMPLE)  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -79,3 +73,14 @@ class DecodeConfig(Section):
                 f"decode.temperature must be > 0 and decode.top_p in (0, 1], got "
                 f"{self.temperature} and {self.top_p}"
             )
+
+
+def output_settings(values: dict) -> dict:
+    """Of a decode section's values (a dict, as records hold them), the ones its search
+    strategy's output depends on (each field's `shapes`), search first; a record without
+    `search` was written before it existed: beam search."""
+    search = values.get("search", "beam")
+    shapes = {f.name: f.metadata.get("shapes", ()) for f in fields(DecodeConfig)}
+    own = [k for k, on in shapes.items() if search in on]  # the strategy's own keys first
+    shaping = own + [k for k, on in shapes.items() if on == ANY]
+    return {"search": search, **{k: values[k] for k in shaping if k in values}}

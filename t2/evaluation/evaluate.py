@@ -17,6 +17,7 @@ from t2.evaluation.scoring import TestSet, choose_testset, score_corpus
 from t2.opener import open_model
 from t2.progress import Progress
 from t2.rundir import eval_folder
+from t2.rundir.layout import write_lines
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
     scores = score_corpus(hyps, data.references)
     out = Path(opts.out) if opts.out else eval_folder(ckpt, data.tag)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "hyps.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    write_lines(out / "hyps.txt", hyps)
     report = {
         **scores.to_dict(),
         "checkpoint": str(ckpt),

@@ -170,10 +170,10 @@ class HfFormat(ExportFormat):
 
     def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
         saved = load_folder(folder, device)
-        model = saved.model if precision is None else saved.model.to(getattr(torch, precision))
-        engine = T2Engine(model, saved.tokenizer, saved.config.data.src_bos, device)
+        engine = T2Engine(saved.model, saved.tokenizer, saved.config.data.src_bos, device,
+                          precision)  # fmt: skip
         source = json.loads((folder / CONFIG_JSON).read_text(encoding="utf-8")).get("source")
-        return Opened(engine, saved.config, saved.tokenizer, self.name, folder, model,
+        return Opened(engine, saved.config, saved.tokenizer, self.name, folder, engine.model,
                       dict(source or {}))  # fmt: skip
 
     def save(self, opened: Opened, out: Path, name: str | None = None) -> Path:

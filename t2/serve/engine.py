@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
+from t2.data.batching import batch_seed
 from t2.data.pipeline import encode_source
 from t2.decoding.common import Hypothesis
 from t2.decoding.options import DecodeConfig
@@ -94,8 +95,11 @@ class Engine(ABC):
         """n-best lists for each batch of decode.batch_size lines (`workers` batches at a
         time), as soon as it is done."""
         it = iter(lines)
-        while chunk := list(itertools.islice(it, decode.batch_size * self.workers)):
-            yield self.translate_nbest(chunk, decode)
+        for k in itertools.count():
+            if not (chunk := list(itertools.islice(it, decode.batch_size * self.workers))):
+                return
+            # each chunk its own sampling seed (reproducible; not the first chunk's draws again)
+            yield self.translate_nbest(chunk, replace(decode, seed=batch_seed(decode.seed, 0, k)))
 
     def _check_lengths(self, src_ids: Sequence[list[int]], lines: Sequence[int]) -> None:
         """A positional scheme with a fixed table (learned): name the first line that does
@@ -116,9 +120,12 @@ class T2Engine(Engine):
 
     def __init__(
         self, model: Transformer, tokenizer: Any, src_bos: bool = False,
-        device: torch.device | str | None = None,
+        device: torch.device | str | None = None, precision: str | None = None,
     ) -> None:  # fmt: skip
-        self.model = getattr(model, "module", model)  # unwrap DistributedDataParallel
+        """`precision` (t2.serve.PRECISIONS): every weight and table cast to that type
+        (log-softmax stays float32); None: as stored."""
+        model = getattr(model, "module", model)  # unwrap DistributedDataParallel
+        self.model = model if precision is None else model.to(getattr(torch, precision))
         self.tokenizer, self.src_bos = tokenizer, src_bos
         self.device = device if device is not None else next(self.model.parameters()).device
 
