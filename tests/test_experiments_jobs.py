@@ -15,6 +15,7 @@ from test_experiments_report import fake_run
 
 import t2.experiments.sweep as sweep_module
 from t2.errors import ConfigError, T2Error
+from t2.experiments.compare import duration
 from t2.experiments.jobs import slots
 from t2.experiments.planning import make_plan
 from t2.experiments.stats import seeds_needed
@@ -75,6 +76,7 @@ def test_the_plan_follows_the_seed_spread_and_warns_a_sweep_short_of_it(sweep, c
     run_sweep(sw, out, "disabled")
     printed = capsys.readouterr().out
     assert "no arm has two finished seeds" in printed  # said before the runs started
+    assert [(a, s) for a, s, _, _ in calls] == [(a, s) for s in (1, 2, 3) for a in ("base", "v2")]
     plan = make_plan(sw, out)
     by_arm = [[31 - LOSS[(a, s)] for s in (1, 2, 3)] for a in ("base", "v2")]
     pooled = statistics.fmean(statistics.variance(v) for v in by_arm) ** 0.5
@@ -83,6 +85,8 @@ def test_the_plan_follows_the_seed_spread_and_warns_a_sweep_short_of_it(sweep, c
     assert (
         "too few to tell that difference" in plan.text() and f"{plan.needed} seeds" in plan.text()
     )
+    side_by_side = make_plan(sw, out, at_once=2).text()  # 2 runs a round, 50 s each
+    assert f"~{duration(plan.needed * 50.0)} 2 at a time" in side_by_side
     run_sweep(sw, out, "disabled")  # all finished: nothing to train, the plan said first
     assert "too few to tell that difference" in capsys.readouterr().out
 

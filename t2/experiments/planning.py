@@ -33,6 +33,7 @@ class Plan:
     given: int  # seeds the sweep file gives
     arms: int
     run_seconds: float | None  # mean wall time of a finished run
+    at_once: int = 1  # runs trained side by side (--jobs)
 
     @property
     def enough(self) -> bool | None:
@@ -43,12 +44,16 @@ class Plan:
         if self.needed is None:
             pilot = "t2 sweep FILE --plan trains a pilot (the baseline's first two seeds)"
             return f"{head}: no arm has two finished seeds to measure the seed spread; {pilot}"
+        runs = self.needed * self.arms
         cost = "" if self.run_seconds is None else (
-            f", {duration(self.needed * self.arms * self.run_seconds)} of training at "
+            f", {duration(runs * self.run_seconds)} of training at "
             f"{duration(self.run_seconds)} a run")  # fmt: skip
+        if cost and self.at_once > 1:
+            rounds = -(-runs // self.at_once)
+            cost += f", ~{duration(rounds * self.run_seconds)} {self.at_once} at a time"
         verdict = "enough" if self.enough else "too few to tell that difference"
         return (f"{head}: seed spread {self.spread:.2f} BLEU (sd over {self.runs} finished "
-                f"runs, pooled over arms) -> {self.needed} seeds per arm ({self.needed * self.arms}"
+                f"runs, pooled over arms) -> {self.needed} seeds per arm ({runs}"
                 f" runs{cost}); the sweep gives {self.given}: {verdict}")  # fmt: skip
 
 
@@ -64,14 +69,17 @@ def pooled_spread(runs: dict[str, list[Run]]) -> tuple[float | None, int]:
     return (math.sqrt(total / df), used) if df else (None, 0)
 
 
-def make_plan(sweep: Sweep, out: Path) -> Plan:
-    """The plan from the sweep's finished runs in `out` (sweep.detect must be set)."""
+def make_plan(sweep: Sweep, out: Path, at_once: int = 1) -> Plan:
+    """The plan from the sweep's finished runs in `out` (sweep.detect must be set), its
+    cost for `at_once` runs side by side."""
     runs, _ = collect(sweep, out)
     spread, used = pooled_spread(runs)
     needed = None if spread is None else seeds_needed(spread, sweep.detect)
     walls = [w for rs in runs.values() for r in rs if (w := r.final("elapsed_s")) is not None]
     seconds = sum(walls) / len(walls) if walls else None
-    return Plan(sweep.detect, spread, used, needed, len(sweep.seeds), len(sweep.arms), seconds)
+    return Plan(
+        sweep.detect, spread, used, needed, len(sweep.seeds), len(sweep.arms), seconds, at_once
+    )
 
 
 def pilot_seeds(sweep: Sweep) -> tuple[int, int]:

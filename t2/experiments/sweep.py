@@ -53,10 +53,12 @@ def check_finished(sweep: Sweep, arm: Arm, seed: int, run_dir: Path) -> None:
 
 
 def plan(sweep: Sweep, out: Path) -> list[tuple[Arm, int, str]]:
-    """Every run of the sweep with its status; finished runs checked against the file."""
+    """Every run of the sweep with its status, seed by seed (each seed's arms together, so
+    runs side by side share the machine alike and a cut-off sweep leaves paired seeds);
+    finished runs checked against the file."""
     runs = []
-    for arm in sweep.arms:
-        for seed in sweep.seeds:
+    for seed in sweep.seeds:
+        for arm in sweep.arms:
             state = status(sweep.run_dir(out, arm, seed))
             if state == "finished":
                 check_finished(sweep, arm, seed, sweep.run_dir(out, arm, seed))
@@ -108,7 +110,7 @@ def run_sweep(
     print(f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
           f"{len(todo)} to train in {out}{at_once}", flush=True)  # fmt: skip
     if sweep.detect is not None and only is None:
-        print(make_plan(sweep, out).text(), flush=True)
+        print(make_plan(sweep, out, len(places or [None])).text(), flush=True)
     free: queue.SimpleQueue = queue.SimpleQueue()
     for slot in places or [None]:
         free.put(slot)
@@ -154,7 +156,7 @@ def plan_sweep(sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = 
             f"--plan needs the difference to detect: add detect: BLEU (e.g. detect: 0.5) "
             f"to {sweep.path}"
         )
-    found = make_plan(sweep, out)
+    found = make_plan(sweep, out, len(places or [None]))
     if found.needed is None:
         baseline = sweep.arm(sweep.baseline)
         print(f"pilot: {baseline.name} seeds {', '.join(map(str, pilot_seeds(sweep)))}",
@@ -163,6 +165,6 @@ def plan_sweep(sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = 
         extra = [s for _, s in pilot if s not in sweep.seeds]
         widened = replace(sweep, seeds=sweep.seeds + tuple(extra))
         run_sweep(widened, out, wandb, places, only=pilot)
-        found = make_plan(widened, out)
+        found = make_plan(widened, out, len(places or [None]))
         found = replace(found, given=len(sweep.seeds))
     return found.text()
