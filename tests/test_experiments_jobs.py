@@ -18,7 +18,7 @@ from t2.errors import ConfigError, T2Error
 from t2.experiments.compare import duration
 from t2.experiments.jobs import slots
 from t2.experiments.planning import make_plan
-from t2.experiments.stats import seeds_needed
+from t2.experiments.stats import seeds_needed, spread_interval
 from t2.experiments.sweep import plan_sweep, run_sweep
 from t2.experiments.sweepfile import load_sweep
 
@@ -80,7 +80,11 @@ def test_the_plan_follows_the_seed_spread_and_warns_a_sweep_short_of_it(sweep, c
     plan = make_plan(sw, out)
     by_arm = [[31 - LOSS[(a, s)] for s in (1, 2, 3)] for a in ("base", "v2")]
     pooled = statistics.fmean(statistics.variance(v) for v in by_arm) ** 0.5
-    assert plan.spread == pytest.approx(pooled) and plan.runs == 6
+    assert plan.spread == pytest.approx(pooled) and plan.runs == 6 and plan.df == 4
+    low, high = spread_interval(pooled, 4)  # what the spread's own uncertainty allows
+    few, many = seeds_needed(low, 0.5), seeds_needed(high, 0.5)
+    assert few < plan.needed < many
+    assert f"interval {low:.2f} to {high:.2f} BLEU asks {few} to {many} seeds" in plan.text()
     assert plan.needed == seeds_needed(pooled, 0.5) > 3 and plan.enough is False
     assert (
         "too few to tell that difference" in plan.text() and f"{plan.needed} seeds" in plan.text()

@@ -90,3 +90,19 @@ def test_seeds_needed_match_cohens_table():
     assert power(17, 1.0, 1.0) >= 0.8 > power(16, 1.0, 1.0)
     assert seeds_needed(0.0, 0.5) == 2 and power(1, 1.0, 1.0) == 0.0
     assert seeds_needed(10.0, 0.1, most=50) == 51  # beyond reach: said, not looped forever
+
+
+# chi-square quantiles at 0.10 and 0.90 (any statistics table; R's qchisq)
+CHI2 = {1: (0.01579, 2.706), 2: (0.2107, 4.605), 6: (2.204, 10.645), 10: (4.865, 15.987)}
+
+
+@pytest.mark.parametrize("df", sorted(CHI2))
+def test_spread_interval_matches_the_chi_square_table(df):
+    """An sd measured on df degrees of freedom: sigma lies in s sqrt(df / chi2) at 80%."""
+    from t2.experiments.stats import spread_interval
+
+    low, high = spread_interval(2.0, df)
+    assert low == pytest.approx(2.0 * math.sqrt(df / CHI2[df][1]), rel=1e-3)
+    assert high == pytest.approx(2.0 * math.sqrt(df / CHI2[df][0]), rel=1e-3)
+    with pytest.raises(ValueError, match="df >= 1"):
+        spread_interval(2.0, 0)

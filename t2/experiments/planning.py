@@ -18,7 +18,7 @@ from pathlib import Path
 from t2.experiments.compare import duration
 from t2.experiments.report import collect
 from t2.experiments.runs import Run
-from t2.experiments.stats import POWER, sd, seeds_needed
+from t2.experiments.stats import POWER, SPREAD_LEVEL, sd, seeds_needed, spread_interval
 from t2.experiments.sweepfile import Sweep
 
 
@@ -29,6 +29,7 @@ class Plan:
     difference: float
     spread: float | None  # pooled standard deviation of test BLEU over seeds
     runs: int  # finished runs the spread comes from
+    df: int  # its degrees of freedom: runs minus the arms they pool
     needed: int | None  # seeds per arm; None without a spread
     given: int  # seeds the sweep file gives
     arms: int
@@ -54,31 +55,43 @@ class Plan:
         verdict = "enough" if self.enough else "too few to tell that difference"
         return (f"{head}: seed spread {self.spread:.2f} BLEU (sd over {self.runs} finished "
                 f"runs, pooled over arms) -> {self.needed} seeds per arm ({runs}"
-                f" runs{cost}); the sweep gives {self.given}: {verdict}")  # fmt: skip
+                f" runs{cost}); the sweep gives {self.given}: {verdict}. "
+                f"{self.uncertainty()}")  # fmt: skip
+
+    def uncertainty(self) -> str:
+        """How far the plan could move: the spread's interval on its degrees of freedom
+        and the seeds its ends ask for (a pilot of two runs has one degree of freedom)."""
+        low, high = spread_interval(self.spread, self.df)  # type: ignore[arg-type]
+        few, many = (seeds_needed(x, self.difference) for x in (low, high))
+        more = " (a wide range: plan again when more runs have finished)" if many > 2 * few else ""
+        return (f"The spread is measured on {self.df} degree{'s' * (self.df > 1)} of freedom: "
+                f"its {SPREAD_LEVEL:.0%} interval {low:.2f} to {high:.2f} BLEU asks {few} to "
+                f"{many} seeds per arm{more}")  # fmt: skip
 
 
-def pooled_spread(runs: dict[str, list[Run]]) -> tuple[float | None, int]:
+def pooled_spread(runs: dict[str, list[Run]]) -> tuple[float | None, int, int]:
     """The standard deviation of test BLEU over seeds, pooled over the arms with two
-    finished seeds or more (weighted by their degrees of freedom), and the runs used."""
+    finished seeds or more (weighted by their degrees of freedom), the runs used and the
+    degrees of freedom."""
     total, df, used = 0.0, 0, 0
     for arm_runs in runs.values():
         values = [v for r in arm_runs if (v := r.result("bleu")) is not None]
         if len(values) > 1:
             total += (len(values) - 1) * sd(values) ** 2
             df, used = df + len(values) - 1, used + len(values)
-    return (math.sqrt(total / df), used) if df else (None, 0)
+    return (math.sqrt(total / df), used, df) if df else (None, 0, 0)
 
 
 def make_plan(sweep: Sweep, out: Path, at_once: int = 1) -> Plan:
     """The plan from the sweep's finished runs in `out` (sweep.detect must be set), its
     cost for `at_once` runs side by side."""
     runs, _ = collect(sweep, out)
-    spread, used = pooled_spread(runs)
+    spread, used, df = pooled_spread(runs)
     needed = None if spread is None else seeds_needed(spread, sweep.detect)
     walls = [w for rs in runs.values() for r in rs if (w := r.final("elapsed_s")) is not None]
     seconds = sum(walls) / len(walls) if walls else None
     return Plan(
-        sweep.detect, spread, used, needed, len(sweep.seeds), len(sweep.arms), seconds, at_once
+        sweep.detect, spread, used, df, needed, len(sweep.seeds), len(sweep.arms), seconds, at_once
     )
 
 

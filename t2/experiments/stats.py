@@ -83,3 +83,16 @@ def seeds_needed(spread: float, difference: float, target: float = POWER, most: 
     + 1 when even `most` seeds do not."""
     return next((n for n in range(2, most + 1) if power(n, spread, difference) >= target),
                 most + 1)  # fmt: skip
+
+
+SPREAD_LEVEL = 0.8  # confidence of the interval on a measured seed spread that plans print
+
+
+def spread_interval(spread: float, df: int, level: float = SPREAD_LEVEL) -> tuple[float, float]:
+    """The `level` interval of a standard deviation measured on `df` degrees of freedom
+    (chi-square: df s^2 / sigma^2 ~ chi2(df)); two runs give df 1 and a very wide one."""
+    if df < 1:
+        raise ValueError(f"spread_interval needs df >= 1, got {df}")
+    tail = (1.0 - level) / 2.0
+    upper, lower = scipy.stats.chi2.ppf([1.0 - tail, tail], df)
+    return spread * math.sqrt(df / upper), spread * math.sqrt(df / lower)
