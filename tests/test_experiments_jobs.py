@@ -14,6 +14,7 @@ import pytest
 from test_experiments_report import fake_run
 
 import t2.experiments.sweep as sweep_module
+from t2.cli import main
 from t2.errors import ConfigError, T2Error
 from t2.experiments.compare import duration
 from t2.experiments.jobs import slots
@@ -93,6 +94,11 @@ def test_the_plan_follows_the_seed_spread_and_warns_a_sweep_short_of_it(sweep, c
     assert f"~{duration(plan.needed * 50.0)} 2 at a time" in side_by_side
     run_sweep(sw, out, "disabled")  # all finished: nothing to train, the plan said first
     assert "too few to tell that difference" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:  # the report carries the plan from its own runs
+        main(["sweep", str(sw.path), "--out", str(out), "--report-only"])
+    assert done.value.code == 0
+    power = (out / "report.md").read_text().split("## Power\n\n")[1].split("\n## ")[0]
+    assert plan.text() in power and "too few to tell that difference" in power
 
 
 def test_plan_trains_a_pilot_of_the_baseline_when_nothing_is_finished(sweep, monkeypatch):

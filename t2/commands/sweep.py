@@ -53,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from t2.experiments.jobs import machine, slots
+    from t2.experiments.planning import make_plan
     from t2.experiments.report import write_report
     from t2.experiments.sweep import dry_run, plan, plan_sweep, run_sweep
     from t2.experiments.sweepfile import load_sweep
@@ -75,4 +76,8 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError(f"--report-only: {out} not found; pass the sweep's --out folder")
     else:
         plan(sweep, out)  # finished runs must match the sweep file (one line if not)
-    print(f"report: {write_report(sweep, out, default_device(args.device))}")
+    at_once = len(places) if places else 1
+    power = None if sweep.detect is None else make_plan(sweep, out, at_once).text()
+    if power is not None and not args.report_only:
+        print(power)  # the plan again, now from every finished run
+    print(f"report: {write_report(sweep, out, default_device(args.device), power)}")

@@ -144,7 +144,9 @@ def _header(sweep: Sweep, out: Path) -> str:
     )
 
 
-def render(sweep: Sweep, out: Path, plots: list[Path], robustness: str | None) -> str:
+def render(
+    sweep: Sweep, out: Path, plots: list[Path], robustness: str | None, power: str | None = None
+) -> str:
     runs, missing = collect(sweep, out)  # read again: cheap, and render stands alone
     parts = [_header(sweep, out)]
     if missing:
@@ -154,6 +156,8 @@ def render(sweep: Sweep, out: Path, plots: list[Path], robustness: str | None) -
     parts += [t for m in METRICS if (t := metric_table(sweep, runs, m)) is not None]
     if len(runs) > 1:
         parts.append(paired_section(sweep.baseline, runs, lambda r: r.result("bleu")))
+    if power is not None:
+        parts.append(f"## Power\n\nFrom this sweep's finished runs (`t2 sweep --plan`): {power}\n")
     if robustness is not None:
         parts.append(
             f"## Robustness (report 003)\n\nThe best checkpoint of each run on the first "
@@ -168,8 +172,9 @@ def render(sweep: Sweep, out: Path, plots: list[Path], robustness: str | None) -
     return "\n".join(parts)
 
 
-def write_report(sweep: Sweep, out: Path, device: str) -> Path:
-    """OUT/report.md, with the curves (one colour per arm) in OUT/plots/."""
+def write_report(sweep: Sweep, out: Path, device: str, power: str | None = None) -> Path:
+    """OUT/report.md, with the curves (one colour per arm) in OUT/plots/ and, given, the
+    power plan's text from the same runs (t2.experiments.planning)."""
 
     runs, _ = collect(sweep, out)
     groups = {arm: [r.path for r in rs] for arm, rs in runs.items() if rs}
@@ -179,5 +184,5 @@ def write_report(sweep: Sweep, out: Path, device: str) -> Path:
     plots = first + [p for p in plots if p not in first]
     robustness = robustness_tables(runs, device) if sweep.robustness else None
     path = out / "report.md"
-    write_text(path, render(sweep, out, plots, robustness))
+    write_text(path, render(sweep, out, plots, robustness, power))
     return path
