@@ -110,7 +110,7 @@ def run_sweep(
     print(f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
           f"{len(todo)} to train in {out}{at_once}", flush=True)  # fmt: skip
     if sweep.detect is not None and only is None:
-        print(make_plan(sweep, out, len(places or [None])).text(), flush=True)
+        print(make_plan(sweep, out, len(places) if places else 1).text(), flush=True)
     free: queue.SimpleQueue = queue.SimpleQueue()
     for slot in places or [None]:
         free.put(slot)
@@ -156,7 +156,8 @@ def plan_sweep(sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = 
             f"--plan needs the difference to detect: add detect: BLEU (e.g. detect: 0.5) "
             f"to {sweep.path}"
         )
-    found = make_plan(sweep, out, len(places or [None]))
+    at_once = len(places) if places else 1
+    found = make_plan(sweep, out, at_once)
     if found.needed is None:
         baseline = sweep.arm(sweep.baseline)
         print(f"pilot: {baseline.name} seeds {', '.join(map(str, pilot_seeds(sweep)))}",
@@ -165,6 +166,6 @@ def plan_sweep(sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = 
         extra = [s for _, s in pilot if s not in sweep.seeds]
         widened = replace(sweep, seeds=sweep.seeds + tuple(extra))
         run_sweep(widened, out, wandb, places, only=pilot)
-        found = make_plan(widened, out, len(places or [None]))
+        found = make_plan(widened, out, at_once)
         found = replace(found, given=len(sweep.seeds))
     return found.text()
