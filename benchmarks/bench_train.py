@@ -56,6 +56,7 @@ from benchmarks.train_loops import (
     sync,
 )
 from t2.config import Config
+from t2.machine import describe
 from t2.progress import Progress
 from t2.recipes import load_config
 
@@ -242,19 +243,7 @@ def breakdown(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict
 
 
 def describe_device(threads: int) -> str:
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    import platform
-
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{name}, {threads} threads"
+    return describe(threads=threads)
 
 
 def gpu_peak() -> float | None:

@@ -89,6 +89,18 @@ def test_the_verdict_follows_the_figures():
     noisy = welch([31.2, 29.0, 33.1], [30.0, 31.5, 28.9])  # seeds spread more than the change
     word, why = verdict(clear, noisy)
     assert word == "not distinguishable at this budget" and "holds 0" in why
+    # many seeds: one moves the other way, but the interval over seeds (the test the power
+    # plan sizes the sweep for) excludes 0, so the seed is counted, not a veto
+    deltas = [1.2, 0.9, 1.1, -0.3, 1.4, 0.8, 1.0, 1.3]
+    many = [_paired(s, d, 0.001 if d > 0 else 0.3) for s, d in enumerate(deltas, 1)]
+    base = [30.0, 30.4, 29.7, 30.2, 29.9, 30.1, 30.3, 29.8]
+    seeds = welch([b + d for b, d in zip(base, deltas, strict=True)], base)
+    assert seeds.low > 0
+    word, why = verdict(many, seeds)
+    assert word == "better" and "excludes 0" in why and "1 of 8 seeds the other way" in why
+    against = [_paired(s, -d, 0.001) for s, d in enumerate((1.2, 0.9, 1.1), 1)]
+    word, why = verdict(against, apart)  # the paired seeds worse, the means over seeds better
+    assert word == "not distinguishable at this budget" and "point different ways" in why
     assert verdict([], None)[0] == "not distinguishable at this budget"
 
 

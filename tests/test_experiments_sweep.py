@@ -16,6 +16,8 @@ import yaml
 from test_train_runs import TINY
 
 from t2.cli import main
+from t2.experiments.compare import duration
+from t2.machine import describe
 from t2.rundir import RunDir, read_records
 
 pytestmark = pytest.mark.slow
@@ -47,7 +49,7 @@ def tiny(tmp_path_factory):
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
         # two runs at a time, each bound to one core: the real --jobs path
         code, stdout = t2("sweep", path, "--out", root / "out", "--wandb", "disabled",
-                          "--jobs", "2")  # fmt: skip
+                          "--jobs", "2", "--records", root / "records")  # fmt: skip
         assert code == 0, stdout
         yield path, root / "out", stdout
 
@@ -66,7 +68,8 @@ def test_the_report_holds_the_runs_own_numbers(tiny):
     report = (out / "report.md").read_text()
     for (arm, seed), run in runs(out).items():
         v, res = last_valid(run), json.loads(RunDir(run).results.read_text())
-        cells = [arm, str(seed), "6", f"{v['valid_loss']:.4f}", f"{v['valid_bleu']:.2f}",
+        cells = [arm, str(seed), "6", duration(res["elapsed_s"]), f"{v['valid_loss']:.4f}",
+                 f"{v['valid_bleu']:.2f}",
                  f"{v['valid_chrf']:.2f}", f"{res['bleu']:.2f}", f"{res['chrf']:.2f}"]  # fmt: skip
         assert "| " + " | ".join(cells) + " |" in report
     for arm in ("slow", "fast"):
@@ -84,6 +87,29 @@ def test_the_report_holds_the_runs_own_numbers(tiny):
             "control", "shuffle_middle", "drop", "repeat"]  # fmt: skip
         # the suite's clean control is the run's last validation: same pairs, same weights
         assert control["loss"] == pytest.approx(last_valid(run)["valid_loss"], rel=1e-4)
+
+
+def test_records_carry_a_sweep_to_a_machine_without_its_weights(tiny, tmp_path):
+    """--records kept each run as it finished (its records only, no weights), and a sweep
+    on a new --out given those records counts them finished and reports the same numbers."""
+    path, out, stdout = tiny
+    records = out.parent / "records"
+    assert "records: 0 finished runs taken from" in stdout
+    assert f"records: 4 finished runs and {records / 'report.md'}" in stdout
+    for run in runs(out).values():
+        kept = records / run.relative_to(out)
+        assert sorted(p.name for p in kept.iterdir()) == [
+            "config.yaml", "meta.json", "metrics.jsonl", "results.json", "robustness.json",
+            "sweep.log", "test.hyps.txt", "test.refs.txt"]  # fmt: skip
+        meta = json.loads(RunDir(kept).meta.read_text())
+        assert meta["machine"] == describe(cuda=False, threads=1)  # --jobs 2: a core each
+    code, stdout = t2("sweep", path, "--out", tmp_path / "new", "--records", records,
+                      "--wandb", "disabled")  # fmt: skip
+    assert code == 0 and "records: 4 finished runs taken from" in stdout
+    assert "4 runs (2 arms x 2 seeds), 4 finished, 0 to train" in stdout
+    tables = [(f / "report.md").read_text().split("## Arms")[1] for f in (out, tmp_path / "new")]
+    assert tables[0] == tables[1]  # parameters and robustness too, read from the records
+    assert f"Trained on: {describe(cuda=False, threads=1)} (4 runs)." in tables[0]
 
 
 def test_compare_numbers_equal_the_metrics(tiny, tmp_path):

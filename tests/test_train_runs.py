@@ -214,9 +214,15 @@ def test_a_finished_run_keeps_its_test_translations_and_references(tiny_run):
     """RUN/test.hyps.txt and RUN/test.refs.txt, a line per test sentence: what a paired
     significance test compares (t2.experiments.significance)."""
     from t2.experiments.runs import read_run
+    from t2.machine import cpu_name
 
     hyps, refs = read_run(tiny_run).test_outputs()
     results = json.loads((tiny_run / "results.json").read_text())
+    # the parameters are kept where the weights are not (t2 sweep --records), and meta.json
+    # names the machine, so a report pooling runs from several can say which ran where
+    assert results["parameters"] == read_run(tiny_run).parameters > 0
+    machine = json.loads((tiny_run / "meta.json").read_text())["machine"]
+    assert machine.startswith(cpu_name() + ", ") and machine.endswith(("thread", "threads"))
     assert len(hyps) == len(refs) == results["n_sentences"] > 0
     exact = sum(h.strip() == r.strip() for h, r in zip(hyps, refs, strict=True)) / len(refs)
     assert exact == pytest.approx(results["exact_match"])

@@ -1,5 +1,5 @@
-"""Run a sweep file: t2 sweep SWEEP.yaml [--out DIR] [--jobs N] [--plan | --dry-run |
---report-only].
+"""Run a sweep file: t2 sweep SWEEP.yaml [--out DIR] [--jobs N] [--records DIR] [--plan |
+--dry-run | --report-only].
 
 A sweep file names a base recipe, arms (a recipe and/or --set overrides each), seeds and
 a budget (sweeps/ has the seed reports' studies). Every arm x seed without a
@@ -13,6 +13,9 @@ baseline's first two seeds), how many seeds detect the sweep file's `detect:` di
 of test BLEU at 80% power; the sweep warns before it starts when it has fewer. --dry-run
 prints one train.py command per run instead, for any scheduler (a SLURM array, a shell
 loop over machines); --report-only then summarises.
+--records DIR keeps each finished run's records without its weights (and the report) in
+DIR, and takes the runs finished there back: a study goes on across machines that do not
+share a disk, or is committed and reported again from its own files.
 Runs reach W&B grouped by sweep (group), arm (job type) and seed (name)."""
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 from pathlib import Path
 
 from t2.commands.options import check_out_folder, default_device
+from t2.errors import ConfigError
 
 HELP = "train a sweep of arms x seeds (resumable) and report differences with intervals"
 
@@ -48,31 +52,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--wandb", choices=["online", "offline", "disabled"], default="offline",
         help="W&B mode of every run (default offline: no account needed)",
     )  # fmt: skip
+    parser.add_argument(
+        "--records", metavar="DIR",
+        help="keep each finished run's records (config, metrics, results, test outputs; no "
+        "weights) in DIR with the report, and take finished runs back from it: a folder to "
+        "commit, or to carry to the next machine",
+    )  # fmt: skip
     parser.add_argument("--device", default=None, help="robustness suite: cpu or cuda")
 
 
 def run(args: argparse.Namespace) -> None:
     from t2.experiments.jobs import machine, slots
     from t2.experiments.planning import make_plan
+    from t2.experiments.records import keep, restore
     from t2.experiments.report import write_report
     from t2.experiments.sweep import dry_run, plan, plan_sweep, run_sweep
     from t2.experiments.sweepfile import load_sweep
 
     sweep = load_sweep(args.sweep)
     out = check_out_folder(args.out or Path("runs") / "sweeps" / sweep.name)
+    records = check_out_folder(args.records, "--records") if args.records else None
+    if records is not None:
+        if records.resolve() == out.resolve():
+            raise ConfigError(f"--records {records} is the --out folder; pass another folder")
+        print(f"records: {restore(sweep, out, records)} finished runs taken from {records}")
     if args.dry_run:
         for line in dry_run(sweep, out, args.wandb):
             print(line)
         return
     places = slots(args.jobs, *machine(), args.runs_per_gpu) if args.jobs > 1 else None
     if args.plan:
-        print(plan_sweep(sweep, out, args.wandb, places))
+        print(plan_sweep(sweep, out, args.wandb, places, records))
         return
     if not args.report_only:
-        run_sweep(sweep, out, args.wandb, places)
+        run_sweep(sweep, out, args.wandb, places, records=records)
     elif not out.is_dir():
-        from t2.errors import ConfigError
-
         raise ConfigError(f"--report-only: {out} not found; pass the sweep's --out folder")
     else:
         plan(sweep, out)  # finished runs must match the sweep file (one line if not)
@@ -80,4 +94,8 @@ def run(args: argparse.Namespace) -> None:
     power = None if sweep.detect is None else make_plan(sweep, out, at_once).text()
     if power is not None and not args.report_only:
         print(power)  # the plan again, now from every finished run
-    print(f"report: {write_report(sweep, out, default_device(args.device), power)}")
+    device = default_device(args.device)
+    print(f"report: {write_report(sweep, out, device, power)}")
+    if records is not None:  # every finished run, those from before --records too
+        kept = keep(sweep, out, records)
+        print(f"records: {kept} finished runs and {write_report(sweep, records, device, power)}")

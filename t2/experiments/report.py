@@ -115,13 +115,26 @@ def arms_table(sweep: Sweep, runs: dict[str, list[Run]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def machines(runs: dict[str, list[Run]]) -> str:
+    """Where the runs trained (meta.json's machine, t2.machine), with how many each: wall
+    times from different machines are not comparable."""
+    found: dict[str, int] = {}
+    for r in (r for rs in runs.values() for r in rs):
+        name = r.machine or "not recorded (trained before t2 wrote it)"
+        found[name] = found.get(name, 0) + 1
+    shown = "; ".join(f"{name} ({n} run{'s' * (n > 1)})" for name, n in found.items())
+    return f"Trained on: {shown}.\n" if found else ""
+
+
 def runs_table(runs: dict[str, list[Run]]) -> str:
     """Every run's own figures, so each mean above can be checked by hand."""
-    head = ["arm", "seed", "steps", *(m.title for m in METRICS)]
+    head = ["arm", "seed", "steps", "wall time", *(m.title for m in METRICS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, rs in runs.items():
         for r in rs:
-            cells = [arm, str(r.seed), str(r.final("steps"))]
+            wall = r.final("elapsed_s")
+            time = "-" if wall is None else duration(wall)
+            cells = [arm, str(r.seed), str(r.final("steps")), time]
             cells += ["-" if (v := m.value(r)) is None else f"{v:.{m.digits}f}" for m in METRICS]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -151,7 +164,7 @@ def render(
     parts = [_header(sweep, out)]
     if missing:
         parts.append(f"Not finished ({len(missing)}), left out: {', '.join(missing)}.\n")
-    parts.append("## Arms\n\n" + arms_table(sweep, runs))
+    parts.append("## Arms\n\n" + arms_table(sweep, runs) + "\n" + machines(runs))
     parts.append("## Results\n")
     parts += [t for m in METRICS if (t := metric_table(sweep, runs, m)) is not None]
     if len(runs) > 1:

@@ -2,7 +2,8 @@
 
 Only the run's own files are read (config.yaml, meta.json, metrics.jsonl, results.json and
 the safetensors header of one checkpoint); no model is built, so a summary takes
-milliseconds. What older runs lack (train_tokens, elapsed_s, stopped_by) reads as None.
+milliseconds. A run's records without its checkpoints (t2 sweep --records) read alike.
+What older runs lack (train_tokens, elapsed_s, stopped_by, machine) reads as None.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class Run:
     config: dict[str, Any]  # flat: "model.d_model" -> 512
     records: list[dict[str, Any]]  # metrics.jsonl, in order
     results: dict[str, Any] | None  # results.json; None while the run is unfinished
-    parameters: int | None  # from the newest checkpoint's tensor shapes
+    parameters: int | None  # the best checkpoint's tensor shapes, else results.json's
+    machine: str | None  # meta.json's: the device it (last) trained on (t2.machine)
 
     @property
     def finished(self) -> bool:
@@ -119,5 +121,6 @@ def read_run(path: str | Path) -> Run:
         raise CheckpointError(f"{run.path}: unreadable config or results ({reason})") from None
     recipe = meta.get("recipe") or (results or {}).get("recipe") or "-"  # format 1: none
     ckpt = run.best() or run.latest()
-    params = count_parameters(ckpt) if ckpt else None
-    return Run(run.path, str(recipe), config, read_records(run.metrics), results, params)
+    params = count_parameters(ckpt) if ckpt else (results or {}).get("parameters")
+    records = read_records(run.metrics)
+    return Run(run.path, str(recipe), config, records, results, params, meta.get("machine"))

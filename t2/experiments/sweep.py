@@ -22,12 +22,13 @@ from t2.errors import ConfigError, T2Error
 from t2.experiments.compare import duration
 from t2.experiments.jobs import Slot
 from t2.experiments.planning import make_plan, pilot_seeds
+from t2.experiments.records import copy_records
 from t2.experiments.runs import flatten, read_run
 from t2.experiments.sweepfile import Arm, Sweep
 from t2.recipes import load_config
 from t2.rundir import RunDir
+from t2.rundir.layout import SWEEP_LOG
 
-LOG = "sweep.log"  # in the run directory: the output of its `t2 train` process(es)
 DERIVED = frozenset({"model.vocab_size"})  # set from the tokenizer when a run starts
 
 
@@ -79,7 +80,7 @@ def train_one(
     on `slot`'s GPU or cores (t2.experiments.jobs) when given."""
     run_dir = sweep.run_dir(out, arm, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
-    log = RunDir(run_dir).file(LOG)
+    log = RunDir(run_dir).file(SWEEP_LOG)
     cmd = [sys.executable, "-m", "t2", "train", *sweep.command(arm, seed, out, wandb)]
     with log.open("a", encoding="utf-8") as f:
         f.write(f"$ {sweep.shell_command(arm, seed, out, wandb)}\n")
@@ -98,11 +99,12 @@ def train_one(
 
 def run_sweep(
     sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = None,
-    only: list[tuple[Arm, int]] | None = None,
+    only: list[tuple[Arm, int]] | None = None, records: Path | None = None,
 ) -> None:  # fmt: skip
     """Train what is missing (of `only`, if given): one run at a time, stopping at a
     failure; or len(places) at once, each in its slot, where a failed run is reported, the
-    others go on, and the sweep ends with one line naming the failures."""
+    others go on, and the sweep ends with one line naming the failures. Each run's records
+    are copied into `records` as it finishes (t2.experiments.records), when given."""
     runs = [r for r in plan(sweep, out) if only is None or (r[0], r[1]) in only]
     todo = [(arm, seed, state) for arm, seed, state in runs if state != "finished"]
     at_once = f", {len(places)} at a time" if places else ""
@@ -121,6 +123,8 @@ def run_sweep(
         try:
             train_one(sweep, arm, seed, out, wandb, slot)
             outcome, failure = f"done in {duration(time.perf_counter() - start)}", None
+            if records is not None:
+                copy_records(sweep.run_dir(out, arm, seed), sweep.run_dir(records, arm, seed))
         except T2Error as err:
             outcome, failure = "failed", str(err)
         finally:
@@ -148,7 +152,10 @@ def dry_run(sweep: Sweep, out: Path, wandb: str) -> list[str]:
             for arm, seed, state in plan(sweep, out) if state != "finished"]  # fmt: skip
 
 
-def plan_sweep(sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = None) -> str:
+def plan_sweep(
+    sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = None,
+    records: Path | None = None,
+) -> str:  # fmt: skip
     """The power plan (t2.experiments.planning), from the finished runs' seed spread; with
     none to measure it, after training the pilot: the baseline's first two seeds."""
     if sweep.detect is None:
@@ -165,7 +172,7 @@ def plan_sweep(sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = 
         pilot = [(baseline, s) for s in pilot_seeds(sweep)]
         extra = [s for _, s in pilot if s not in sweep.seeds]
         widened = replace(sweep, seeds=sweep.seeds + tuple(extra))
-        run_sweep(widened, out, wandb, places, only=pilot)
+        run_sweep(widened, out, wandb, places, only=pilot, records=records)
         found = make_plan(widened, out, at_once)
         found = replace(found, given=len(sweep.seeds))
     return found.text()

@@ -25,6 +25,10 @@ METRICS, RESULTS, LOCK = "metrics.jsonl", "results.json", ".lock"
 # the test split's translations by the best checkpoint and its references, a line each:
 # what a paired significance test between two runs compares (t2.experiments.significance)
 TEST_HYPS, TEST_REFS = "test.hyps.txt", "test.refs.txt"
+SWEEP_LOG = "sweep.log"  # the output of a sweep's `t2 train` process(es) for this run
+# a run's records: all that comparisons and reports read (t2.experiments.runs) and how it
+# went, without the weights, training state or tokenizer: small enough to commit
+RECORDS = (CONFIG, META, METRICS, RESULTS, TEST_HYPS, TEST_REFS, SWEEP_LOG)
 
 
 @dataclass(frozen=True)

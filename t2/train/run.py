@@ -8,6 +8,7 @@ from typing import Any
 
 from t2.config import Config
 from t2.data.pipeline import encode_pairs, load_pairs
+from t2.model.summary import count_parameters
 from t2.rundir import load_weights, resolve
 from t2.rundir.layout import write_lines
 from t2.train.loop import eval_loader, train, write_results
@@ -37,7 +38,9 @@ def run_training(
             run.cfg.data.src_bos,
             autocast=acc.autocast,
         )
-        results = {"recipe": recipe, "checkpoint": str(best), **outcome, **scores}
+        parameters = count_parameters(model)["total"]  # kept where the weights are not
+        results = {"recipe": recipe, "checkpoint": str(best), "parameters": parameters,
+                   **outcome, **scores}  # fmt: skip
         write_lines(run.run_dir.test_hyps, hyps)
         write_lines(run.run_dir.test_refs, list(pairs["tgt"]))
         write_results(run.run_dir, results)

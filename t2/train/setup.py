@@ -18,6 +18,7 @@ from t2.data.loader import make_loader
 from t2.data.pipeline import encode_pairs, load_pairs
 from t2.data.tokenizer import prepare_tokenizer
 from t2.errors import ConfigError
+from t2.machine import describe
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
@@ -195,7 +196,8 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
     if accelerator.is_main_process:
         run.config.write_text(cfg.to_yaml(), encoding="utf-8")
-        write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe))
+        machine = describe(accelerator.device.type == "cuda")
+        write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe, machine=machine))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
     if cfg.train.compile:  # in place: the state dict's keys and decoding stay as they are
