@@ -56,8 +56,12 @@ def epoch_figures(batches: list, src: np.ndarray, tgt: np.ndarray) -> dict:
         shapes.add((len(batch), *lengths))
         padded += len(batch) * sum(lengths)
         real += s.sum() + t.sum()
-    return {"distinct_shapes": len(shapes), "padding": float(1 - real / padded),
-            "batches": len(batches), "sentences_per_batch": len(src) / len(batches)}
+    return {
+        "distinct_shapes": len(shapes),
+        "padding": float(1 - real / padded),
+        "batches": len(batches),
+        "sentences_per_batch": len(src) / len(batches),
+    }
 
 
 def main() -> None:
@@ -146,10 +150,18 @@ def _batching(enc, args: argparse.Namespace) -> None:  # noqa: ANN001  (encoded 
         plain = list(BatchSampler(src, tgt, 0, per_batch, 1, True))  # shuffled, fixed size
         figures[f"DataLoader, {per_batch} shuffled pairs"] = epoch_figures(plain, src, tgt)
         for name, f in figures.items():
-            print(f"  {budget:>6} tokens  {name:<28} {f['distinct_shapes']:6} shapes  "
-                  f"padding {f['padding']:6.1%}  {f['sentences_per_batch']:6.0f} pairs/batch")
-            rows.append({"max_tokens": budget, "batching": name,
-                         "max_tokens_per_sentence": args.max_tokens_per_sentence, **f})
+            print(
+                f"  {budget:>6} tokens  {name:<28} {f['distinct_shapes']:6} shapes  "
+                f"padding {f['padding']:6.1%}  {f['sentences_per_batch']:6.0f} pairs/batch"
+            )
+            rows.append(
+                {
+                    "max_tokens": budget,
+                    "batching": name,
+                    "max_tokens_per_sentence": args.max_tokens_per_sentence,
+                    **f,
+                }
+            )
     loader = make_loader(enc, BatchSampler(src, tgt, 4096, 0, 1, True, max_shapes=64,
                                            rows_multiple=8), 0)  # fmt: skip
     timed("DataLoader epoch (collate, 0 workers)", lambda: sum(1 for _ in loader), n)

@@ -30,11 +30,17 @@ DATA = {"mixed": ("mixed/train", "mixed/valid"), "multi30k": ("multi30k/train", 
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--recipe", default="base")
-    parser.add_argument("--arm", action="append", required=True, metavar="NAME=K=V,K=V",
-                        help="an arm: a name and its overrides (none: the recipe as shipped)")
+    parser.add_argument(
+        "--arm",
+        action="append",
+        required=True,
+        metavar="NAME=K=V,K=V",
+        help="an arm: a name and its overrides (none: the recipe as shipped)",
+    )
     parser.add_argument("--steps", type=int, default=200, help="optimizer steps a run")
     parser.add_argument("--log-every", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)

@@ -82,8 +82,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="instead: t2's tokens/s, memory as batch, length, model grow")  # fmt: skip
     p.add_argument("--profile", type=int, default=0, metavar="STEPS",
                    help="print torch.profiler's top operators over STEPS steps")  # fmt: skip
-    p.add_argument("--count-ops", action="store_true",
-                   help="operators per step on CUDA's code path, t2 and the peer (op_count.py)")
+    p.add_argument(
+        "--count-ops",
+        action="store_true",
+        help="operators per step on CUDA's code path, t2 and the peer (op_count.py)",
+    )
     p.add_argument("--json", help="write every figure to this file")
     args = p.parse_args(argv)
     bad = set(args.precisions.split(",")) - {"fp32", "bf16"}

@@ -56,9 +56,14 @@ def markdown(s: dict) -> str:
                          f"t2 / peer | {t2} / {peer} |")  # fmt: skip
     for name in ("quickstart", "mixed_5min"):
         r = s[name]
-        value = "missing" if not r else (
-            f"BLEU {r.get('bleu', float('nan')):.2f}, {r.get('steps')} steps, "
-            f"{r.get('elapsed_s')} s")
+        value = (
+            "missing"
+            if not r
+            else (
+                f"BLEU {r.get('bleu', float('nan')):.2f}, {r.get('steps')} steps, "
+                f"{r.get('elapsed_s')} s"
+            )
+        )
         lines.append(f"| {name} | {value} |")
     return "\n".join(lines) + "\n"
 

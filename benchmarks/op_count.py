@@ -102,8 +102,14 @@ def step_ops(engine, cuda_path: bool) -> dict:  # noqa: ANN001
         contextlib.nullcontext())  # fmt: skip
     with path:
         engine.step()
-        with Dispatched() as mode, (CudaFusions(mode) if cuda_path and not
-                                    torch.cuda.is_available() else contextlib.nullcontext()):
+        with (
+            Dispatched() as mode,
+            (
+                CudaFusions(mode)
+                if cuda_path and not torch.cuda.is_available()
+                else contextlib.nullcontext()
+            ),
+        ):
             engine.step()
         kernels = _kernels(engine) if torch.cuda.is_available() else None
     views = sum(n for f, n in mode.calls.items() if getattr(f, "is_view", False))

@@ -45,4 +45,3 @@ def describe(cfg: Config, recipe: str, processes: int = 1, device: Device | None
     ]
     lines = [f"# recipe: {recipe}", cfg.to_yaml().rstrip(), "", *(f"# {f}" for f in figures)]
     return "\n".join(lines)
-

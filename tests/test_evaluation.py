@@ -81,8 +81,13 @@ def test_scores_equal_the_sacrebleu_command_line(tmp_path):
 def test_evaluate_writes_hyps_and_scores_that_sacrebleu_confirms(toy, files, tmp_path, capsys):
     run, _, _ = toy
     report = evaluate(
-        EvalOptions(str(run), src=str(files[0]), ref=str(files[1]), decode={"beam_size": 3},
-                    out=str(tmp_path))
+        EvalOptions(
+            str(run),
+            src=str(files[0]),
+            ref=str(files[1]),
+            decode={"beam_size": 3},
+            out=str(tmp_path),
+        )
     )
     hyps = (tmp_path / "hyps.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == 24 and hyps[5] == ""  # blank line kept, files stay aligned

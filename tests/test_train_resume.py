@@ -222,7 +222,7 @@ def test_a_preempted_run_saves_its_step_and_resumes_to_the_uninterrupted_log(tmp
 
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "scontrol").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'requeued'}\n")
+    (fake / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "requeued"}\n')
     (fake / "scontrol").chmod(0o755)
     every = ["--set", "train.log_every=4"]
     full = subprocess.run(_command(tmp_path / "full", *every), env=ENV, cwd=ROOT,

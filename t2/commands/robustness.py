@@ -19,7 +19,9 @@ HELP = "report 003's robustness suite: perturbed sources, checkpoints side by si
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--checkpoint", nargs="+", required=True,
+        "--checkpoint",
+        nargs="+",
+        required=True,
         help="run directories, checkpoints or hf model folders (t2's model is needed)",
     )
     parser.add_argument("--src", required=True, help="source file, one sentence a line")

@@ -16,7 +16,9 @@ from t2.data.batching import BatchSampler
 
 
 def collate(
-    examples: list[dict], pad_id: int, lengths: tuple[int, int] | None = None,
+    examples: list[dict],
+    pad_id: int,
+    lengths: tuple[int, int] | None = None,
     seed: int | None = None,
 ) -> dict[str, torch.Tensor]:
     """Right-padded int64 tensors: src (B, S), tgt_in = tgt[:-1] and tgt_out = tgt[1:] (B, T);

@@ -29,7 +29,6 @@ RECIPE = ("optimizer", "betas", "eps", "weight_decay", "schedule", "warmup_steps
           "seed")  # fmt: skip
 
 
-
 def _json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))

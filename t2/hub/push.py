@@ -44,6 +44,7 @@ def upload(
     message = message or f"t2 {__version__}: {Path(folder).name}"
     if api is None:
         from huggingface_hub import HfApi  # a heavy import, only where uploading
+
         check_token()
         api = HfApi(library_name="t2")
     from huggingface_hub.utils import HfHubHTTPError

@@ -15,7 +15,7 @@ _simulated: list[str] = []
 
 
 def code_path(t: torch.Tensor) -> str:
-    """"cpu" or "cuda" (or another device type): the path `t`'s operations take."""
+    """ "cpu" or "cuda" (or another device type): the path `t`'s operations take."""
     return _simulated[-1] if _simulated else t.device.type
 
 

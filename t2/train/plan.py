@@ -110,7 +110,6 @@ def mixed_precision(choice: str, cuda: bool | None = None, quiet: bool = False) 
     return choice
 
 
-
 def mixed(cfg: Config, device: Device) -> bool:
     """Whether a run of `cfg` on `device` keeps 16-bit activations (train.mixed_precision,
     `auto` resolved for that device)."""
