@@ -63,6 +63,13 @@ def test_a_sweep_given_its_records_back_reports_the_same_numbers(hand_sweep, tmp
     assert restore(sweep, fresh, records) == 0  # nothing more to take
     code, _, err = t2(capsys, "sweep", sweep.path, "--out", out, "--records", out, "--report-only")
     assert code == 2 and err.count("\n") == 1 and "is the --out folder" in err
+    text = sweep.path.read_text()
+    sweep.path.write_text(text.replace("model.dropout: 0.2", "model.dropout: 0.3"))
+    code, _, err = t2(capsys, "sweep", sweep.path, "--out", tmp_path / "other", "--records",
+                      records, "--dry-run")  # fmt: skip
+    assert code == 2 and err.count("\n") == 1  # a kept run trained otherwise: named, not copied
+    assert f"{records / 'short' / 'seed-1'} was trained with model.dropout=0.2" in err
+    assert not (tmp_path / "other").exists()
 
 
 def test_a_finished_run_replaces_an_unfinished_folder(hand_sweep, tmp_path):  # noqa: F811

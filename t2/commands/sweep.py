@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> None:
     if records is not None:
         if records.resolve() == out.resolve():
             raise ConfigError(f"--records {records} is the --out folder; pass another folder")
+        plan(sweep, records)  # its finished runs must match the sweep file (one line if not)
         print(f"records: {restore(sweep, out, records)} finished runs taken from {records}")
     if args.dry_run:
         for line in dry_run(sweep, out, args.wandb):
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> None:
     places = slots(args.jobs, *machine(), args.runs_per_gpu) if args.jobs > 1 else None
     if args.plan:
         print(plan_sweep(sweep, out, args.wandb, places, records))
+        if records is not None:
+            print(f"records: {keep(sweep, out, records)} finished runs kept in {records}")
         return
     if not args.report_only:
         run_sweep(sweep, out, args.wandb, places, records=records)
