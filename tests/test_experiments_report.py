@@ -101,7 +101,7 @@ def test_report_only_numbers_intervals_and_verdicts(hand_sweep):
     assert rows["short"][3] == "n=1, no interval"
     bleu = table_rows(report, "validation BLEU")  # higher is better: the same arm wins
     assert bleu["better"][3] == "**better**" and bleu["same"][3] == "within noise"
-    assert "Not finished (2), left out: short/seed-2, short/seed-3" in report
+    assert "Not finished (2), left out: short seeds 2, 3." in report
     assert "last validation record" in report  # the header says which numbers are used
     for line in report.splitlines():  # never a bold word on a table row inside the noise
         assert not (line.startswith("|") and "within noise" in line and "**" in line)
@@ -262,3 +262,10 @@ def test_a_format_1_run_reads_with_dashes():
                                                                                False)  # fmt: skip
     row = markdown(*table([run])).splitlines()[2]
     assert row.endswith("| 1 | 6,512 | - | - | - | - | - | - | - | - | - |")
+
+
+def test_unfinished_runs_are_named_by_arm_with_seed_ranges():
+    from t2.experiments.report import _by_arm
+
+    names = [f"base/seed-{s}" for s in (3, 4, 5, 6, 9)] + ["v2/seed-7", "v2/seed-8", "x/seed-2"]
+    assert _by_arm(names) == "base seeds 3 to 6, 9; v2 seeds 7, 8; x seed 2"

@@ -25,9 +25,10 @@ def paired_section(
         f"sentences a seed's two runs share: sacreBLEU's paired bootstrap ({BOOTSTRAP_SAMPLES} "
         f"resamples; each system's mean ± {LEVEL:.0%} interval, and p) and approximate "
         f"randomization ({AR_TRIALS} trials, p), the seeds pooled by Fisher's method. "
-        f"*better* / *worse* only when the pooled p is below {ALPHA}, every seed moves BLEU "
-        f"the same way and Welch's interval over seeds (with two seeds or more) excludes 0; "
-        f"otherwise *not distinguishable at this budget*.\n"
+        f"*better* / *worse* only when the pooled p is below {ALPHA} and Welch's interval "
+        f"over seeds (with two seeds or more per arm) excludes 0, the test the power plan "
+        f"sizes a sweep for (seeds moving the other way are counted, not a veto; with one "
+        f"seed the paired tests decide); otherwise *not distinguishable at this budget*.\n"
     ]
     base = _outputs(runs.get(baseline, []))
     base_values = [v for r in runs.get(baseline, []) if (v := value(r)) is not None]

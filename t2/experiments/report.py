@@ -157,13 +157,32 @@ def _header(sweep: Sweep, out: Path) -> str:
     )
 
 
+def _by_arm(names: list[str]) -> str:
+    """["a/seed-3", "a/seed-4", "a/seed-5", "b/seed-7"] -> "a seeds 3 to 5; b seed 7"."""
+    seeds: dict[str, list[int]] = {}
+    for name in names:
+        arm, _, seed = name.rpartition("/seed-")
+        seeds.setdefault(arm, []).append(int(seed))
+    parts = []
+    for arm, found in seeds.items():
+        runs: list[list[int]] = []
+        for seed in sorted(found):
+            if runs and seed == runs[-1][-1] + 1:
+                runs[-1].append(seed)
+            else:
+                runs.append([seed])
+        shown = [f"{r[0]} to {r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs]
+        parts.append(f"{arm} seed{'s' * (len(found) > 1)} {', '.join(shown)}")
+    return "; ".join(parts)
+
+
 def render(
     sweep: Sweep, out: Path, plots: list[Path], robustness: str | None, power: str | None = None
 ) -> str:
     runs, missing = collect(sweep, out)  # read again: cheap, and render stands alone
     parts = [_header(sweep, out)]
     if missing:
-        parts.append(f"Not finished ({len(missing)}), left out: {', '.join(missing)}.\n")
+        parts.append(f"Not finished ({len(missing)}), left out: {_by_arm(missing)}.\n")
     parts.append("## Arms\n\n" + arms_table(sweep, runs) + "\n" + machines(runs))
     parts.append("## Results\n")
     parts += [t for m in METRICS if (t := metric_table(sweep, runs, m)) is not None]
