@@ -132,6 +132,8 @@ def test_compare_table_numbers_and_older_runs(tmp_path, capsys):
     new, old = tmp_path / "new", tmp_path / "old"
     fake_run(new, "quickstart", ["train.seed=1"], 3.2)
     fake_run(old, "base_rope", ["train.seed=2", "data.max_tokens=1024"], 3.5, new=False)
+    meta = json.loads((new / "meta.json").read_text())
+    (new / "meta.json").write_text(json.dumps({**meta, "machine": "Some CPU, 2 threads"}))
     out = tmp_path / "cmp"
     code, stdout, err = t2(capsys, "compare", new, old, "--out", out)
     assert code == 0, err
@@ -146,7 +148,8 @@ def test_compare_table_numbers_and_older_runs(tmp_path, capsys):
     assert "train.seed" not in rows[0] and rows[1]["seed"] == "2"
     md = (out / "compare.md").read_text()
     line = next(x for x in md.splitlines() if x.startswith(f"| {old} "))
-    assert "| 3.5000 | 26.50 | 27.50 | 47.50 |" in line and "| - | - | - | - |" in line
+    assert "| 3.5000 | 26.50 | 27.50 | 47.50 | - |" in line and "| - | - | - | - |" in line
+    assert rows[0]["machine"] == "Some CPU, 2 threads" and rows[1]["machine"] == ""
     assert md.splitlines()[2] == stdout.splitlines()[0]  # printed = written
     assert sorted(p.name for p in out.glob("*.png")) == [
         "curves_by_step.png", "curves_by_time.png", "curves_by_tokens.png"]  # fmt: skip

@@ -2,8 +2,9 @@
 
 A row per run: recipe, seed, the config keys where the runs differ, parameters, where
 training ended (steps, target tokens, wall time, tokens/s, the rule that stopped it), the
-best validation loss and BLEU in metrics.jsonl, and the test BLEU and chrF of results.json.
-A figure a run lacks (older runs have no train_tokens or elapsed_s) shows as "-".
+best validation loss and BLEU in metrics.jsonl, the test BLEU and chrF of results.json, and
+the machine it trained on (meta.json). A figure a run lacks (older runs have no
+train_tokens, elapsed_s or machine) shows as "-".
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ FIGURES: list[tuple[str, Callable[[Run], Any], Callable[[Any], str]]] = [
     ("best valid BLEU", lambda r: r.best_valid("valid_bleu", False), lambda v: f"{v:.2f}"),
     ("test BLEU", lambda r: r.result("bleu"), lambda v: f"{v:.2f}"),
     ("test chrF", lambda r: r.result("chrf"), lambda v: f"{v:.2f}"),
+    ("machine", lambda r: r.machine, str),  # wall time and tokens/s are this machine's
 ]
 
 
