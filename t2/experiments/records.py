@@ -30,8 +30,8 @@ def copy_records(src: Path, dst: Path) -> None:
     times kept: a cached robustness score stays newer than its results.json)."""
     with atomic_folder(dst) as tmp:
         for name in NAMES:
-            if (src / name).is_file():
-                shutil.copy2(src / name, tmp / name)
+            if (found := RunDir(src).file(name)).is_file():
+                shutil.copy2(found, RunDir(tmp).file(name))
 
 
 def restore(sweep: Sweep, out: Path, records: Path) -> int:
