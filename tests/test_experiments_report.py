@@ -264,7 +264,7 @@ def test_a_format_1_run_reads_with_dashes():
     assert (run.recipe, run.parameters, run.final("steps"), run.finished) == ("-", 6512, None,
                                                                                False)  # fmt: skip
     row = markdown(*table([run])).splitlines()[2]
-    assert row.endswith("| 1 | 6,512 | - | - | - | - | - | - | - | - | - |")
+    assert row.endswith("| 1 | 6,512 | - | - | - | - | - | - | - | - | - | - |")
 
 
 def test_unfinished_runs_are_named_by_arm_with_seed_ranges():
