@@ -270,5 +270,5 @@ def test_a_format_1_run_reads_with_dashes():
 def test_unfinished_runs_are_named_by_arm_with_seed_ranges():
     from t2.experiments.report import _by_arm
 
-    names = [f"base/seed-{s}" for s in (3, 4, 5, 6, 9)] + ["v2/seed-7", "v2/seed-8", "x/seed-2"]
-    assert _by_arm(names) == "base seeds 3 to 6, 9; v2 seeds 7, 8; x seed 2"
+    missing = [("base", s) for s in (3, 4, 5, 6, 9)] + [("v2", 7), ("v2", 8), ("x", 2)]
+    assert _by_arm(missing) == "base seeds 3 to 6, 9; v2 seeds 7, 8; x seed 2"

@@ -5,6 +5,7 @@ interval excludes zero."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,10 @@ METRICS = [
 ENDED = {"steps": "steps", "tokens": "train_tokens", "time": "elapsed_s"}
 
 
-def collect(sweep: Sweep, out: Path) -> tuple[dict[str, list[Run]], list[str]]:
-    """Finished runs per arm (seed order) and the names of those not finished."""
+def collect(sweep: Sweep, out: Path) -> tuple[dict[str, list[Run]], list[tuple[str, int]]]:
+    """Finished runs per arm (seed order) and the (arm, seed) of those not finished."""
     runs: dict[str, list[Run]] = {}
-    missing = []
+    missing: list[tuple[str, int]] = []
     for arm in sweep.arms:
         runs[arm.name] = []
         for seed in sweep.seeds:
@@ -49,7 +50,7 @@ def collect(sweep: Sweep, out: Path) -> tuple[dict[str, list[Run]], list[str]]:
             if RunDir(path).results.is_file():
                 runs[arm.name].append(read_run(path))
             else:
-                missing.append(f"{arm.name}/seed-{seed}")
+                missing.append((arm.name, seed))
     return runs, missing
 
 
@@ -118,10 +119,8 @@ def arms_table(sweep: Sweep, runs: dict[str, list[Run]]) -> str:
 def machines(runs: dict[str, list[Run]]) -> str:
     """Where the runs trained (meta.json's machine, t2.machine), with how many each: wall
     times from different machines are not comparable."""
-    found: dict[str, int] = {}
-    for r in (r for rs in runs.values() for r in rs):
-        name = r.machine or "not recorded (trained before t2 wrote it)"
-        found[name] = found.get(name, 0) + 1
+    unknown = "not recorded (trained before t2 wrote it)"
+    found = Counter(r.machine or unknown for rs in runs.values() for r in rs)
     shown = "; ".join(f"{name} ({n} run{'s' * (n > 1)})" for name, n in found.items())
     return f"Trained on: {shown}.\n" if found else ""
 
@@ -157,12 +156,11 @@ def _header(sweep: Sweep, out: Path) -> str:
     )
 
 
-def _by_arm(names: list[str]) -> str:
-    """["a/seed-3", "a/seed-4", "a/seed-5", "b/seed-7"] -> "a seeds 3 to 5; b seed 7"."""
+def _by_arm(missing: list[tuple[str, int]]) -> str:
+    """[("a", 3), ("a", 4), ("a", 5), ("b", 7)] -> "a seeds 3 to 5; b seed 7"."""
     seeds: dict[str, list[int]] = {}
-    for name in names:
-        arm, _, seed = name.rpartition("/seed-")
-        seeds.setdefault(arm, []).append(int(seed))
+    for arm, seed in missing:
+        seeds.setdefault(arm, []).append(seed)
     parts = []
     for arm, found in seeds.items():
         runs: list[list[int]] = []
