@@ -101,7 +101,8 @@ def test_report_only_numbers_intervals_and_verdicts(hand_sweep):
     assert rows["short"][3] == "n=1, no interval"
     bleu = table_rows(report, "validation BLEU")  # higher is better: the same arm wins
     assert bleu["better"][3] == "**better**" and bleu["same"][3] == "within noise"
-    assert "Not finished (2), left out: short seeds 2, 3." in report
+    planned = len(sweep.arms) * len(sweep.seeds)
+    assert f"Not finished (2 of {planned}), left out: short seeds 2, 3. An interim look" in report
     assert "last validation record" in report  # the header says which numbers are used
     for line in report.splitlines():  # never a bold word on a table row inside the noise
         assert not (line.startswith("|") and "within noise" in line and "**" in line)

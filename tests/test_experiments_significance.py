@@ -118,7 +118,11 @@ def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
     assert "### arm vs base: not distinguishable at this budget" in text  # equal results.json
     assert "holds 0" in text and "| 1 | 200 |" in text and "| 2 | 200 |" in text
     text = paired_section("base", runs, lambda r: None)  # no seed figures: the paired tests
-    assert "### arm vs base: better" in text
+    assert "### arm vs base: better\n" in text
+    assert "### arm vs base: better (interim: 2 of 3 seeds)\n" in paired_section(
+        "base", runs, lambda r: None, planned=3
+    )  # a sweep read before its planned seeds are in says so beside the word
+    assert "interim" not in paired_section("base", runs, lambda r: None, planned=2)
     (tmp_path / "arm" / "seed-2" / "test.refs.txt").write_text("other\n" * 200)
     runs["arm"][1] = read_run(tmp_path / "arm" / "seed-2")
     assert "seed 2: the two runs' test sentences differ" in paired_section(

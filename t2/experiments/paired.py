@@ -16,10 +16,15 @@ def _outputs(runs: list[Run]) -> dict[int, tuple[list[str], list[str]]]:
 
 
 def paired_section(
-    baseline: str, runs: dict[str, list[Run]], value: Callable[[Run], float | None]
+    baseline: str,
+    runs: dict[str, list[Run]],
+    value: Callable[[Run], float | None],
+    planned: int | None = None,
 ) -> str:
     """Markdown: a table per arm and its verdict; `value` is the figure whose seeds give
-    Welch's interval (test BLEU)."""
+    Welch's interval (test BLEU). Given the seeds `planned` per arm (a sweep's), a verdict
+    on fewer is marked interim: a sweep stopped at its first significant look calls false
+    differences more often than its level."""
     lines = [
         f"## Paired significance (sacreBLEU)\n\nEach arm against `{baseline}` on the test "
         f"sentences a seed's two runs share: sacreBLEU's paired bootstrap ({BOOTSTRAP_SAMPLES} "
@@ -39,6 +44,9 @@ def paired_section(
         values = [v for r in rs if (v := value(r)) is not None]
         seeds: Difference | None = welch(values, base_values) if values and base_values else None
         word, why = verdict(tests, seeds)
+        paired = min(len(rs), len(runs.get(baseline, [])))
+        if planned is not None and paired < planned:
+            word += f" (interim: {paired} of {planned} seeds)"
         lines.append(f"### {arm} vs {baseline}: {word}\n\n{why}.\n")
         if tests:
             lines += ["| seed | sentences | baseline BLEU | arm BLEU | Δ | bootstrap p | AR p |",

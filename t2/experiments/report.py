@@ -15,6 +15,7 @@ from t2.experiments.paired import paired_section
 from t2.experiments.plots import plot_curves
 from t2.experiments.robust import SENTENCES, robustness_tables
 from t2.experiments.runs import Run, read_run
+from t2.experiments.significance import ALPHA
 from t2.experiments.stats import LEVEL, mean, sd, welch
 from t2.experiments.sweepfile import Sweep
 from t2.rundir import RunDir
@@ -180,12 +181,20 @@ def render(
     runs, missing = collect(sweep, out)  # read again: cheap, and render stands alone
     parts = [_header(sweep, out)]
     if missing:
-        parts.append(f"Not finished ({len(missing)}), left out: {_by_arm(missing)}.\n")
+        planned = len(sweep.arms) * len(sweep.seeds)
+        parts.append(
+            f"Not finished ({len(missing)} of {planned}), left out: {_by_arm(missing)}. An "
+            f"interim look: read every verdict again when all runs are in, as the sweep was "
+            f"planned; stopping at the first look that clears the {ALPHA} level calls false "
+            f"differences more often than that.\n"
+        )
     parts.append("## Arms\n\n" + arms_table(sweep, runs) + "\n" + machines(runs))
     parts.append("## Results\n")
     parts += [t for m in METRICS if (t := metric_table(sweep, runs, m)) is not None]
     if len(runs) > 1:
-        parts.append(paired_section(sweep.baseline, runs, lambda r: r.result("bleu")))
+        parts.append(
+            paired_section(sweep.baseline, runs, lambda r: r.result("bleu"), len(sweep.seeds))
+        )
     if power is not None:
         parts.append(f"## Power\n\nFrom this sweep's finished runs (`t2 sweep --plan`): {power}\n")
     if robustness is not None:
