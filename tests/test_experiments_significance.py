@@ -123,6 +123,8 @@ def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
         "base", runs, lambda r: None, planned=3
     )  # a sweep read before its planned seeds are in says so beside the word
     assert "interim" not in paired_section("base", runs, lambda r: None, planned=2)
+    apart = {"base": runs["base"][:1], "arm": runs["arm"][1:]}  # seeds 1 and 2: none shared
+    assert "(interim: 0 of 2 seeds)" in paired_section("base", apart, lambda r: None, planned=2)
     (tmp_path / "arm" / "seed-2" / "test.refs.txt").write_text("other\n" * 200)
     runs["arm"][1] = read_run(tmp_path / "arm" / "seed-2")
     assert "seed 2: the two runs' test sentences differ" in paired_section(

@@ -44,7 +44,7 @@ def paired_section(
         values = [v for r in rs if (v := value(r)) is not None]
         seeds: Difference | None = welch(values, base_values) if values and base_values else None
         word, why = verdict(tests, seeds)
-        paired = min(len(rs), len(runs.get(baseline, [])))
+        paired = len({r.seed for r in rs} & {r.seed for r in runs.get(baseline, [])})
         if planned is not None and paired < planned:
             word += f" (interim: {paired} of {planned} seeds)"
         lines.append(f"### {arm} vs {baseline}: {word}\n\n{why}.\n")
