@@ -113,3 +113,48 @@ def test_average_writes_a_checkpoint_that_evaluate_scores(toy, tmp_path):
     assert result.returncode == 2 and "needs 4 complete checkpoints" in result.stderr
     beside = RunDir(run).checkpoint_dir / "avg-last2-step-0000003"
     assert t2("average", str(run), "--last", "2").returncode == 0 and beside.is_dir()
+
+
+_EXIT_PROGRAM = """
+import atexit, sys, threading, time
+from pathlib import Path
+from t2.cli import run_main
+from t2.errors import ConfigError
+
+out = Path(sys.argv[1])
+
+class Finalized:
+    def __del__(self):  # runs only when the interpreter finalizes
+        (out / "finalized").write_text("yes")
+
+keep = Finalized()
+atexit.register(lambda: (out / "atexit").write_text("yes"))
+worker = threading.Thread(target=lambda: (time.sleep(0.2), (out / "thread").write_text("yes")))
+worker.start()
+print("no newline", end="")
+print("to stderr", end="", file=sys.stderr)
+
+def fail():
+    raise ConfigError("bad value")
+
+run_main((lambda: 3) if sys.argv[2] == "code" else fail)
+"""
+
+
+@pytest.mark.parametrize("world_size", ["1", "2"])
+@pytest.mark.parametrize(("outcome", "status"), [("code", 3), ("error", 2)])
+def test_a_process_of_a_multi_process_job_exits_without_finalizing(
+    tmp_path, world_size, outcome, status
+):
+    """Under torchrun (WORLD_SIZE > 1) the exit skips CPython's finalization, where gloo's
+    lingering threads abort the process; it still joins threads, runs atexit handlers and
+    flushes, and keeps the status. A single process exits as Python does."""
+    result = subprocess.run([sys.executable, "-c", _EXIT_PROGRAM, str(tmp_path), outcome],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60,
+                            env={**ENV, "WORLD_SIZE": world_size})  # fmt: skip
+    assert result.returncode == status, result.stderr
+    assert result.stdout == "no newline" and result.stderr.startswith("to stderr")
+    assert (tmp_path / "atexit").exists() and (tmp_path / "thread").exists()
+    assert (tmp_path / "finalized").exists() == (world_size == "1")
+    if outcome == "error":
+        assert result.stderr == "to stderrerror: bad value\n"
