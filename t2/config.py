@@ -54,8 +54,12 @@ class TrainConfig(Section):
     accumulate: int | str = "auto"  # micro-batches per optimizer step; auto: planned
     clip_norm: float = 0.0  # 0: no clipping (the paper)
     mixed_precision: str = choice("auto", "bf16", "fp16", "no")  # auto: bf16 where supported
-    # torch.compile each layer for training, static shapes per bucket (t2.train.compiling)
-    compile: bool = False
+    # torch.compile the training pass, the model with its loss as one graph
+    # (t2.train.compiling); auto: on CUDA, not on a CPU
+    compile: bool | str = "auto"
+    # default: inductor's kernels; graphs: and CUDA graphs, one per bucket shape
+    # (torch.compile's reduce-overhead); max-autotune: kernels tuned per shape, no graphs
+    compile_mode: str = choice("default", "graphs", "max-autotune")
     compile_backend: str = choice("inductor", "aot_eager", "cudagraphs", "eager")
     log_every: int = 100
     eval_every: int = 1000
@@ -77,6 +81,8 @@ class TrainConfig(Section):
                        "max_nonfinite")  # fmt: skip
         self._at_least(0, "global_batch")
         count_or_auto(self, "accumulate", 1)
+        if self.compile not in (True, False, AUTO):
+            raise ConfigError(f"train.compile must be true, false or auto, got {self.compile!r}")
         self._at_least(3, "lr_find_steps")  # the suggestion needs a slope between points
         self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
                        "clip_norm", "valid_bleu_sentences", "loader_workers", "max_minutes",

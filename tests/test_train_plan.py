@@ -15,7 +15,7 @@ from test_train_runs import ENV, ROOT
 from t2.config import Config
 from t2.errors import ConfigError, T2Error
 from t2.recipes import load_config
-from t2.train.loop import out_of_memory
+from t2.train.memory import out_of_memory
 from t2.train.plan import (
     CPU_MICRO_BATCH,
     RESERVED,
@@ -109,9 +109,27 @@ def test_a_device_too_small_for_one_pair_fails_in_one_line() -> None:
 
 def test_out_of_memory_in_a_step_is_one_line_naming_the_micro_batch() -> None:
     cfg = load_config("base", ["data.max_tokens=25000", "train.accumulate=1"])
-    expected = r"out of memory at step 1 .*data.max_tokens=25000; lower"
-    with pytest.raises(T2Error, match=expected), out_of_memory(cfg, 0):
+    expected = r"out of memory at step 1 .*data.max_tokens=25000 .*; lower"
+    with pytest.raises(T2Error, match=expected) as err, out_of_memory(cfg, 0):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9 GiB")
+    assert "\n" not in str(err.value) and "no checkpoint was saved yet" in str(err.value)
+
+
+def test_out_of_memory_names_the_planned_and_free_memory_and_the_intact_checkpoint(tmp_path):
+    from t2.rundir import RunDir
+
+    cfg = load_config("base", ["data.max_tokens=25000", "train.accumulate=1"])
+    run = RunDir(tmp_path)
+    ckpt = run.checkpoint(200)
+    ckpt.mkdir(parents=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RunDir, "latest", lambda self: ckpt)
+        with pytest.raises(T2Error) as err, out_of_memory(cfg, 7, 8 * 2**30, run):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 9 GiB")
+    line = str(err.value)
+    assert "out of memory at step 8" in line and "8.0 GiB planned by the memory model" in line
+    assert "GiB free now" in line and "--set data.max_tokens=12500 --set train.accumulate=2" in line
+    assert f"checkpoint {ckpt} is intact: --resume continues from it" in line
 
 
 def test_the_dry_run_plans_for_a_device_and_prints_a_recipe_of_plain_numbers(tmp_path) -> None:

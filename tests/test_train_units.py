@@ -11,6 +11,7 @@ from accelerate import Accelerator
 from t2.config import Config, ModelConfig, TrainConfig
 from t2.errors import T2Error
 from t2.model.transformer import Transformer
+from t2.train.compiling import TrainingForward
 from t2.train.lr_find import step_loss, suggest
 from t2.train.optim import build_optimizer, build_scheduler, param_groups, peak_lr
 from t2.train.step import StepStats, train_step
@@ -100,13 +101,13 @@ def test_a_non_finite_step_is_skipped_without_changing_weights(precision, capsys
     opt = build_optimizer(model, TrainConfig(), TINY.d_model)
     model, opt = prepare_model(acc, model, opt)
     stats = StepStats.zeros(acc.device)
-    train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
+    train_step(acc, TrainingForward(model, False), opt, [_batch()], 0, 0.1, 0.0, stats)
     assert stats.skipped.item() == 0 and stats.bad_run.item() == 0
     with torch.no_grad():
         model.encoder[0].ffn.w1.bias[0] = float("nan")  # poisons the loss
     before = {k: v.clone() for k, v in model.state_dict().items()}
     for _ in range(2):
-        train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
+        train_step(acc, TrainingForward(model, False), opt, [_batch()], 0, 0.1, 0.0, stats)
     assert stats.skipped.item() == 2 and stats.bad_run.item() == 2
     for k, v in model.state_dict().items():  # the poisoned bias too, its NaN in place
         torch.testing.assert_close(v, before[k], rtol=0, atol=0, equal_nan=True, msg=k)
@@ -144,7 +145,7 @@ def test_bf16_train_step_gives_the_reference_loss_and_gradients(monkeypatch):
     opt.step = lambda: None  # keep the gradients to compare them
     opt.zero_grad = lambda set_to_none=True: None
     stats = StepStats.zeros(acc.device)
-    train_step(acc, model, opt, [_batch()], 0, 0.1, 0.0, stats)
+    train_step(acc, TrainingForward(model, False), opt, [_batch()], 0, 0.1, 0.0, stats)
     assert seen == [True]
 
     b = _batch()

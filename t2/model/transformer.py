@@ -180,8 +180,7 @@ class Transformer(nn.Module):
     def packs(self, src: Tensor) -> bool:
         """Whether teacher forcing runs on packed states: on a CPU (measured there,
         docs/performance.md), not compiled (packing's shapes vary with every batch)."""
-        compiled = torch.compiler.is_compiling() or getattr(self, "compiled_layers", False)
-        return code_path(src) == "cpu" and not compiled
+        return code_path(src) == "cpu" and not torch.compiler.is_compiling()
 
     def new_state(self, capacity: int = 16) -> DecoderState:
         """An empty decoding state; `capacity`: the longest prefix expected (BOS included)."""

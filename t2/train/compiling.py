@@ -1,41 +1,86 @@
-"""train.compile: every encoder and decoder layer compiled for the training pass with
-static shapes, as torchtitan compiles per block. The bucketed batches (data.max_shapes)
-bound the shapes, so each compiles once and then runs from the cache; the layers of a stack
-share their graphs (dynamo takes a module's parameters as inputs). Decoding and the
-teacher-forced validation run the same layers eagerly; the model's state dict is unchanged.
+"""train.compile: the training forward pass, the whole model with its loss, compiled by
+torch.compile as one graph (`fullgraph=True`: a graph break is an error, not a silent
+split), as nanoGPT compiles its model in train.py.
+
+- `auto` (the default) compiles on CUDA, where the host's Python is the bottleneck of an
+  eager step (docs/performance.md), and runs eagerly on a CPU, where two to three minutes
+  of compilation per run bought no clear speed (measured there). t2.train.plan resolves it.
+- The batch and length dimensions are symbolic (`dynamic=True`): one graph serves every
+  bucket shape of the batch plan (data.max_shapes) instead of one compilation per shape.
+  `train.compile_mode: graphs` adds CUDA graphs (torch.compile's `reduce-overhead`): one
+  graph recorded per bucket shape, all in one shared memory pool, which removes the
+  kernel-launch cost that remains. Recompilations are bounded by the plan's shape count
+  and logged (`compiles` in metrics.jsonl; a line when the count grows).
+- Only the training pass is compiled: validation, decoding and the state dict use the
+  plain model, and the compiled code reads the same parameters.
+- A compiler or graph-capture failure falls back to the eager step with one warning line
+  that says why; the micro-batch that failed runs again eagerly, and the run goes on.
 """
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-# graphs a layer's code may hold: a forward and a backward per shape, and room for the
-# last, partial batch of an epoch and for the validation's shapes
-GRAPHS_PER_SHAPE = 2
+# torch.compile's modes by train.compile_mode
+MODES = {
+    "default": "default",
+    "graphs": "reduce-overhead",
+    "max-autotune": "max-autotune-no-cudagraphs",
+}
 
 
-def compile_layers(model: nn.Module, backend: str, max_shapes: int) -> None:
-    """Compile each layer of `model` (t2.model.transformer.Transformer) in place for
-    training; `max_shapes` bounds the shapes it will see (0: unbounded, left to dynamo)."""
+def wanted(setting: bool | str, device_kind: str) -> bool:
+    """Whether train.compile (`true`, `false` or `auto`) compiles on a `device_kind` device."""
+    return device_kind == "cuda" if setting == "auto" else bool(setting)
+
+
+def compile_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean "the compiler failed", not "the step failed" (an
+    out-of-memory error or a bad input is the step's and propagates)."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    errors: list[type[BaseException]] = [TorchDynamoException]
+    try:
+        from torch._inductor.exc import InductorError
+
+        errors.append(InductorError)
+    except ImportError:  # older PyTorch: inductor errors arrive wrapped by dynamo
+        pass
+    return tuple(errors)
+
+
+def limit_recompiles(max_shapes: int) -> None:
+    """Room for a recompilation per bucket shape (and the validation's), not dynamo's
+    default of 8, before it gives up on compiling; and for as many CUDA graphs."""
     import torch._dynamo.config as dynamo
 
-    if max_shapes:
-        wanted = GRAPHS_PER_SHAPE * max_shapes + 8
-        dynamo.recompile_limit = max(dynamo.recompile_limit, wanted)
-        dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit, wanted * 4)
-    for layer in (*model.encoder, *model.decoder):
-        eager = layer.forward
-        compiled = torch.compile(eager, dynamic=False if max_shapes else None, backend=backend)
+    wanted_limit = 2 * max(max_shapes, 1) + 8
+    dynamo.recompile_limit = max(dynamo.recompile_limit, wanted_limit)
+    dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit, 4 * wanted_limit)
+    try:
+        import torch._inductor.config as inductor
 
-        def forward(*args: Any, _eager=eager, _compiled=compiled, _layer=layer, **kwargs: Any):  # noqa: ANN001, ANN202
-            training = _layer.training and torch.is_grad_enabled()
-            return (_compiled if training else _eager)(*args, **kwargs)
+        limit = inductor.triton.cudagraph_dynamic_shape_warn_limit
+        if limit is not None:
+            inductor.triton.cudagraph_dynamic_shape_warn_limit = max(limit, wanted_limit)
+    except (ImportError, AttributeError):
+        pass
 
-        layer.forward = forward
-    model.compiled_layers = True  # its forward runs unpacked: packing's shapes vary per batch
+
+def reason(err: BaseException) -> str:
+    """The root cause of a compiler error in a line: dynamo wraps a backend's own error
+    (BackendCompilerFailed: backend='inductor' raised: ...) around the one that says why."""
+    inner = getattr(err, "inner_exception", None) or err.__cause__
+    if inner is not None and inner is not err:
+        return reason(inner)
+    first = next((line for line in str(err).splitlines() if line.strip()), "")
+    return f"{type(err).__name__}: {first.strip()}"[:300]
 
 
 def compiled_graphs() -> int:
@@ -43,3 +88,70 @@ def compiled_graphs() -> int:
     from torch._dynamo.utils import counters
 
     return int(counters["stats"]["unique_graphs"])
+
+
+class TrainingForward:
+    """The training pass of `model` (forward with the loss, then backward), compiled or
+    eager: `run(batch, ...)` returns the micro-batch's summed loss after its backward."""
+
+    def __init__(self, model: nn.Module, compile: bool, mode: str = "default",
+                 backend: str = "inductor", max_shapes: int = 0) -> None:  # fmt: skip
+        self.model, self.graphs = model, compile and mode == "graphs"
+        self.compiled: Callable[..., Any] | None = None
+        self.fallback: str | None = None  # why the compiled pass was given up, if it was
+        self.first_s: float | None = None  # the first compiled micro-batch's wall time
+        self.graphs_reported: int | None = None  # the graph count last printed (loop.py)
+        if compile:
+            limit_recompiles(max_shapes)
+            options = {"backend": backend, "fullgraph": True, "dynamic": True}
+            if backend == "inductor":
+                options["mode"] = MODES[mode]
+            self.compiled = torch.compile(model, **options)
+        if self.graphs:  # gradients accumulate into buffers of their own, never into a
+            for p in model.parameters():  # graph's output memory, which the next replay reuses
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
+
+    @property
+    def keeps_gradients(self) -> bool:
+        """Whether the optimizer step zeroes the gradients in place instead of freeing them."""
+        return self.graphs
+
+    @property
+    def is_compiled(self) -> bool:
+        return self.compiled is not None and self.fallback is None
+
+    def run(self, batch: dict[str, torch.Tensor], smoothing: float, scale: torch.Tensor,
+            backward: Callable[[torch.Tensor], None], autocast: Any) -> torch.Tensor:  # fmt: skip
+        """The loss of one micro-batch, its gradient (times `scale`) accumulated by
+        `backward`; the forward runs under `autocast` (a context manager factory)."""
+        if self.is_compiled:
+            start = time.perf_counter() if self.first_s is None else None
+            try:
+                loss = self._pass(self.compiled, batch, smoothing, scale, backward, autocast)
+            except compile_errors() as err:
+                self._give_up(err)
+            else:
+                if start is not None:
+                    self.first_s = time.perf_counter() - start
+                return loss
+        return self._pass(self.model, batch, smoothing, scale, backward, autocast)
+
+    def _pass(self, forward: Callable[..., Any], batch: dict[str, torch.Tensor],
+              smoothing: float, scale: torch.Tensor, backward: Callable[[torch.Tensor], None],
+              autocast: Any) -> torch.Tensor:  # fmt: skip
+        if self.graphs and forward is self.compiled:  # a new graph replay: earlier outputs go
+            torch.compiler.cudagraph_mark_step_begin()
+        with autocast():
+            loss, _ = forward(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
+        backward(loss * scale)
+        return loss.detach()
+
+    def _give_up(self, err: BaseException) -> None:
+        self.fallback = reason(err)
+        print(
+            f"warning: torch.compile failed ({self.fallback}); training goes on eagerly "
+            f"(set train.compile=false to skip compiling)",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from t2.rundir.resume import resume_point, set_aside_after
 from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
 from t2.train.compiling import compiled_graphs
+from t2.train.memory import out_of_memory
 from t2.train.preempt import Preemption
 from t2.train.setup import Training, build_run, split_loader
 from t2.train.step import StepStats, train_step
@@ -82,13 +81,14 @@ def train(
     bar = tqdm(total=cfg.train.max_steps, initial=step,
                disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
     model.train()
+    last_flush = step
     stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
     with Preemption() as preempt:  # SIGTERM, SIGUSR1: a checkpoint, then stop
         while stopped_by is None:
             micro = [next(batches) for _ in range(cfg.train.accumulate)]
-            with out_of_memory(cfg, step):
-                train_step(acc, model, run.optimizer, micro, pad, cfg.train.label_smoothing,
-                           cfg.train.clip_norm, stats)  # fmt: skip
+            with out_of_memory(cfg, step, run.planned_bytes, run.run_dir):
+                train_step(acc, run.forward, run.optimizer, micro, pad,
+                           cfg.train.label_smoothing, cfg.train.clip_norm, stats)  # fmt: skip
             run.scheduler.step()
             step += 1
             bar.update(1)
@@ -99,8 +99,14 @@ def train(
             # sums are flushed at every step that may checkpoint, so a resumed run logs the
             # same records as an uninterrupted one; this is the loop's only host sync
             if step % cfg.train.log_every == 0 or may_save:
-                record = flush(run, step, stats, time.perf_counter() - t0, bar, budget, log)
-                stats, t0 = StepStats.zeros(acc.device, stats.bad_run), time.perf_counter()
+                seconds, steps = time.perf_counter() - t0, step - last_flush
+                record = flush(run, step, stats, seconds, bar, budget, log)
+                report_compilation(run, record, seconds / max(steps, 1), step)
+                stats, t0, last_flush = (
+                    StepStats.zeros(acc.device, stats.bad_run),
+                    time.perf_counter(),
+                    step,
+                )
             if may_save:
                 best, stopped_by = evaluate_and_save(
                     run, step, best, log, stopped_by, record["bad_run"], budget
@@ -111,19 +117,22 @@ def train(
     return run, budget.outcome(stopped_by, step)
 
 
-@contextlib.contextmanager
-def out_of_memory(cfg: Config, step: int) -> Iterator[None]:
-    """The device's out-of-memory error as one line naming the micro-batch and the fix; the
-    sampler runs an epoch's largest batch first, so a plan that does not fit fails at once."""
-    try:
-        yield
-    except torch.OutOfMemoryError:
-        tokens, acc = cfg.data.max_tokens, cfg.train.accumulate
-        raise T2Error(
-            f"out of memory at step {step + 1} with micro-batches of data.max_tokens={tokens}; "
-            f"lower it (e.g. --set data.max_tokens={max(tokens // 2, 1)} "
-            f"--set train.accumulate={2 * acc}) or data.max_tokens_per_sentence"
-        ) from None
+def report_compilation(run: Training, record: dict[str, Any], s_per_step: float, step: int) -> None:
+    """On the main process, one line when the compiled pass's graph count first shows and
+    whenever it grows: the first step (compilation) against the steady state so far."""
+    forward = run.forward
+    if not run.accelerator.is_main_process or "compiles" not in record:
+        return
+    graphs, seen = record["compiles"], forward.graphs_reported
+    if seen is not None and graphs <= seen:
+        return
+    first = f"the first micro-batch took {forward.first_s:.1f} s, " if seen is None and (
+        forward.first_s is not None) else ""  # fmt: skip
+    how = "eager fallback: " + forward.fallback if forward.fallback else "compiled"
+    print(f"compile: {graphs} graph{'s' * (graphs != 1)} by step {step} ({how}); {first}"
+          f"{s_per_step:.3f} s/step over the last {run.cfg.train.log_every} steps",
+          flush=True)  # fmt: skip
+    forward.graphs_reported = graphs
 
 
 def start_from(run: Training, resume: bool | str | None) -> Path | None:
@@ -192,7 +201,7 @@ def log_step(
         "bad_run": int(stats.bad_run.item()),
         **budget.counters(),
     }
-    if run.cfg.train.compile:  # graphs compiled so far: flat once every shape has been seen
+    if run.forward.compiled is not None:  # graphs so far: flat once every shape was seen
         record["compiles"] = compiled_graphs()
     left = budget.seconds_left(step) / 60  # the nearest limit: steps, minutes or tokens
     shown = {"loss": f"{record['loss']:.3f}", "lr": f"{record['lr']:.2e}",

@@ -23,6 +23,7 @@ from t2.data.tokenizer import load_tokenizer
 from t2.errors import ConfigError
 from t2.model.summary import MemoryEstimate, count_parameters, estimate_memory
 from t2.model.transformer import Transformer
+from t2.train.compiling import wanted
 
 CPU_MICRO_BATCH = 4096  # tokens: what the CPU recipes always used (docs/performance.md)
 USABLE = 0.85  # share of a GPU's memory a plan fills: the caching allocator's fragmentation
@@ -185,12 +186,14 @@ def planned(cfg: Config, processes: int, device: Device | None = None) -> tuple[
 
 
 def resolved(cfg: Config, plan: BatchPlan) -> Config:
-    """`cfg` with the plan's plain numbers in place of `auto`."""
+    """`cfg` with the plan's plain values in place of `auto`: numbers for the batches, and
+    whether the training pass compiles on the plan's device (t2.train.compiling)."""
     max_tokens = plan.max_tokens if cfg.data.max_tokens == AUTO else cfg.data.max_tokens
+    compiled = wanted(cfg.train.compile, plan.device.kind)
     return dataclasses.replace(
         cfg,
         data=dataclasses.replace(cfg.data, max_tokens=max_tokens),
-        train=dataclasses.replace(cfg.train, accumulate=plan.accumulate),
+        train=dataclasses.replace(cfg.train, accumulate=plan.accumulate, compile=compiled),
     )
 
 

@@ -22,7 +22,7 @@ from t2.machine import describe
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
-from t2.train.compiling import compile_layers
+from t2.train.compiling import TrainingForward, wanted
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
 
@@ -40,16 +40,21 @@ class Training:
     valid_loader: Any
     valid_pairs: Any
     run_dir: RunDir
+    forward: TrainingForward  # the training pass, compiled or eager (t2.train.compiling)
     target_lengths: Any  # each training pair's target length (ids with BOS and EOS)
     lock: Any = None  # RUN/.lock, held open by the main process (RunDir.lock)
+    planned_bytes: int | None = None  # a micro-batch's memory by the batch plan
 
 
 # keys that a resumed run may change: how long it runs, how often it reports, and how a
 # step's batches are spread (processes x accumulate; the data position is global)
-RESUMABLE = ("max_steps", "log_every", "eval_every", "save_every", "keep_last",
-             "valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes",
-             "max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type",
-             "wandb_name", "global_batch")  # fmt: skip
+# (and whether and how the training pass compiles: the same step, another speed)
+RESUMABLE = (
+    *("max_steps", "log_every", "eval_every", "save_every", "keep_last"),
+    *("valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes"),
+    *("max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type"),
+    *("wandb_name", "global_batch", "compile", "compile_mode", "compile_backend"),
+)
 
 
 def _differences(old: Config, new: Config) -> list[str]:
@@ -143,6 +148,15 @@ def prepare_model(
     return model, optimizer
 
 
+def training_forward(model: torch.nn.Module, cfg: Config) -> TrainingForward:
+    """The training pass of a prepared (device, DDP) model, compiled as train.compile asks
+    (`auto`: on CUDA; a planned config has it resolved already)."""
+    t = cfg.train
+    device = next(model.parameters()).device.type
+    compiled = wanted(t.compile, device)
+    return TrainingForward(model, compiled, t.compile_mode, t.compile_backend, cfg.data.max_shapes)
+
+
 def shared_tokenizer(cfg: Config, run: RunDir, accelerator: Accelerator, resume: bool) -> Any:
     """The run's tokenizer, trained once by the main process of the whole job (every node);
     the others wait at a barrier and load it, so --out must be on a filesystem all nodes see."""
@@ -200,13 +214,13 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe, machine=machine))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
-    if cfg.train.compile:  # in place: the state dict's keys and decoding stay as they are
-        compile_layers(model, cfg.train.compile_backend, cfg.data.max_shapes)
     optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
     scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
     model, optimizer = prepare_model(accelerator, model, optimizer)
+    forward = training_forward(model, cfg)
     rank, world = accelerator.process_index, accelerator.num_processes
     sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     return Training(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
-               valid_loader, valid_pairs, run, lengths(train_ds, "tgt"), held)  # fmt: skip
+               valid_loader, valid_pairs, run, forward, lengths(train_ds, "tgt"), held,
+               plan.estimate.total)  # fmt: skip

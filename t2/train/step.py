@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from accelerate import Accelerator
 
+from t2.train.compiling import TrainingForward
+
 Tensor = torch.Tensor
 
 
@@ -49,7 +51,7 @@ class StepStats:
 
 def train_step(
     accelerator: Accelerator,
-    model: torch.nn.Module,
+    forward: TrainingForward,
     optimizer: torch.optim.Optimizer,
     micro_batches: list[dict[str, Tensor]],
     pad_id: int,
@@ -57,7 +59,7 @@ def train_step(
     clip_norm: float,
     stats: StepStats,
 ) -> None:
-    device = accelerator.device
+    device, model = accelerator.device, forward.model
     seeds = [int(b["seed"]) if "seed" in b else None for b in micro_batches]  # host tensors
     batches = [{k: v.to(device, non_blocking=True) for k, v in b.items() if k != "seed"}
                for b in micro_batches]  # fmt: skip
@@ -71,11 +73,9 @@ def train_step(
         sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
         if seeds[i] is not None:  # dropout follows the global batch, not the process
             torch.manual_seed(seeds[i])
-        with sync:
-            with accelerator.autocast():  # the projection in bf16 (t2.train.setup.prepare_model)
-                loss, _ = model(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
-            accelerator.backward(loss * scale)
-        step_loss += loss.detach()
+        with sync:  # the projection in bf16 under autocast (t2.train.setup.prepare_model)
+            loss = forward.run(batch, smoothing, scale, accelerator.backward, accelerator.autocast)
+        step_loss += loss
     params = [p for p in model.parameters() if p.grad is not None]
     if clip_norm > 0:
         norm = accelerator.clip_grad_norm_(params, clip_norm)
@@ -87,7 +87,7 @@ def train_step(
         raw = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
         raw.found_inf = bad
     optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad(set_to_none=not forward.keeps_gradients)
     stats.loss += torch.where(bad.bool(), 0.0, step_loss)  # skipped steps do not count
     stats.tokens += (1.0 - bad) * local_tokens
     stats.skipped += bad
