@@ -46,12 +46,14 @@ import torch
 
 from benchmarks.bench_decode import DATA, build_tokenizer
 from benchmarks.train_loops import (
+    MODES,
     PAD,
     MarianEngine,
     Rounds,
     T2Engine,
     dataset,
     device,
+    gpu_step,
     run_round,
     sync,
 )
@@ -59,6 +61,7 @@ from t2.config import Config
 from t2.machine import describe
 from t2.progress import Progress
 from t2.recipes import load_config
+from t2.train.compiling import compiled_graphs
 
 # dense bf16 tensor-core peaks (FLOP/s) for MFU; fp32 peaks are not used (bf16 is the GPU path)
 GPU_PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
@@ -87,8 +90,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="operators per step on CUDA's code path, t2 and the peer (op_count.py)",
     )
+    p.add_argument(
+        "--modes",
+        default="auto",
+        help="t2's training pass: auto (the recipe's train.compile: compiled on CUDA), or "
+        "any of eager,compiled,graphs, each timed against the peer",
+    )
     p.add_argument("--json", help="write every figure to this file")
     args = p.parse_args(argv)
+    bad_modes = set(args.modes.split(",")) - set(MODES) if args.modes != "auto" else set()
+    if bad_modes:
+        p.error(f"unknown mode {sorted(bad_modes)[0]!r}; valid: auto or {', '.join(MODES)}")
     bad = set(args.precisions.split(",")) - {"fp32", "bf16"}
     if bad:
         p.error(f"unknown precision {sorted(bad)[0]!r}; valid: fp32, bf16")
@@ -98,7 +110,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def compare(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[str, Rounds]:
-    engines = [T2Engine(cfg, ds, args, precision), MarianEngine(cfg, ds, args, precision)]
+    """Each of t2's --modes and the peer, interleaved: warm-up (compilation), a memory
+    round, the timed rounds (graphs compiled during them counted), then on CUDA a profiled
+    step of each for the GPU's kernel time."""
+    modes = [None] if args.modes == "auto" else args.modes.split(",")
+    engines = [T2Engine(cfg, ds, args, precision, mode=m) for m in modes]
+    engines.append(MarianEngine(cfg, ds, args, precision))
     rounds = {e.name: Rounds() for e in engines}
     for _ in range(args.warmup_rounds):
         for e in engines:
@@ -108,8 +125,13 @@ def compare(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[s
     with Progress(args.rounds * len(engines), f"{precision} rounds", "rounds") as progress:
         for _ in range(args.rounds):
             for e in engines:
+                graphs = compiled_graphs()
                 run_round(e, args.steps_per_round, cfg, rounds[e.name], False)
+                rounds[e.name].recompiles += compiled_graphs() - graphs
                 progress.update(1)
+    if torch.cuda.is_available():
+        for e in engines:
+            rounds[e.name].kernels_per_step, rounds[e.name].gpu_ms_per_step = gpu_step(e)
     return rounds
 
 
@@ -245,6 +267,37 @@ def breakdown(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict
     return {k: statistics.median(v) for k, v in phases.items()}
 
 
+def engine_row(recipe: str, precision: str, name: str, r: Rounds, peak: float) -> str:
+    """One engine's line of the table: speed, share of the matmul peak, memory, and the
+    host's CPU time and the GPU's kernel time per step, graphs compiled while timed."""
+    gflops = statistics.median(r.flops_per_s) / 1e9
+    gpu = "-" if r.gpu_ms_per_step is None else f"{r.gpu_ms_per_step:.1f}"
+    return (f"{recipe:16} {precision:5} {name:11} {spread(r.tokens_per_s, '.0f'):>24} "
+            f"{statistics.median(r.s_per_step):7.3f} {gflops:8.1f} {gflops * 1e9 / peak:6.1%} "
+            f"{r.peak_mib:9.0f} {statistics.median(r.host_ms_per_step):8.1f} {gpu:>7} "
+            f"{r.recompiles:5}")  # fmt: skip
+
+
+def versus_peer(name: str, t2: Rounds, peer: Rounds, precision: str) -> dict:
+    """A t2 engine against the peer timed in the same rounds: printed, and as a record."""
+    ratio = statistics.median(t2.tokens_per_s) / statistics.median(peer.tokens_per_s)
+    paired = [a / b for a, b in zip(t2.tokens_per_s, peer.tokens_per_s, strict=True)]
+    memory = t2.peak_mib / peer.peak_mib if peer.peak_mib > 0 else None
+    print(f"{'':16} {precision:5} {name}/marian: {ratio:.2f}x tokens/s (per round: "
+          f"{spread(paired, '.2f')}), peak memory "
+          f"{'n/a' if memory is None else f'{memory:.2f}x'}; warm-up {t2.warmup_s:.1f} s / "
+          f"{peer.warmup_s:.1f} s", flush=True)  # fmt: skip
+    peak = gpu_peak()
+    host, gpu = statistics.median(t2.host_ms_per_step), t2.gpu_ms_per_step
+    return {
+        "engine": name, "ratio": ratio, "ratio_rounds": paired, "peak_memory_ratio": memory,
+        **{f"t2_{key}": value for key, value in vars(t2).items()},
+        **{f"marian_{key}": value for key, value in vars(peer).items()},
+        "mfu": None if peak is None else statistics.median(t2.flops_per_s) / peak,
+        "host_below_gpu": None if gpu is None else host < gpu,
+    }  # fmt: skip
+
+
 def describe_device(threads: int) -> str:
     return describe(threads=threads)
 
@@ -274,8 +327,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     records = []
     peaks = {p: matmul_peak(p) for p in args.precisions.split(",")}
     print("matmul 1024^3: " + ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in peaks.items()))
-    print(f"{'recipe':16} {'prec':5} {'engine':7} {'tokens/s (range)':>24} {'s/step':>7} "
-          f"{'GFLOP/s':>8} {'of mm':>6} {'peak MiB':>9}")  # fmt: skip
+    print(f"{'recipe':16} {'prec':5} {'engine':11} {'tokens/s (range)':>24} {'s/step':>7} "
+          f"{'GFLOP/s':>8} {'of mm':>6} {'peak MiB':>9} {'host ms':>8} {'GPU ms':>7} "
+          f"{'recmp':>5}")  # fmt: skip
     compared = args.recipes.split(",") if args.rounds > 0 and not args.scaling else []
     for recipe in compared:  # --scaling: that table instead; --rounds 0: --profile alone
         cfg = load_config(recipe, args.set)
@@ -283,29 +337,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for precision in args.precisions.split(","):
             rounds = compare(cfg, ds, args, precision)
             for name, r in rounds.items():
-                gflops = statistics.median(r.flops_per_s) / 1e9
-                print(f"{recipe:16} {precision:5} {name:7} {spread(r.tokens_per_s, '.0f'):>24} "
-                      f"{statistics.median(r.s_per_step):7.3f} {gflops:8.1f} "
-                      f"{gflops * 1e9 / peaks[precision]:6.1%} {r.peak_mib:9.0f}")  # fmt: skip
-            t2, peer = rounds["t2"], rounds["marian"]
-            ratio = statistics.median(t2.tokens_per_s) / statistics.median(peer.tokens_per_s)
-            paired = [a / b for a, b in zip(t2.tokens_per_s, peer.tokens_per_s, strict=True)]
-            memory = t2.peak_mib / peer.peak_mib if peer.peak_mib > 0 else None
-            print(f"{'':16} {precision:5} t2/marian: {ratio:.2f}x tokens/s (per round: "
-                  f"{spread(paired, '.2f')}), peak memory "
-                  f"{'n/a' if memory is None else f'{memory:.2f}x'}; warm-up {t2.warmup_s:.1f} "
-                  f"s / {peer.warmup_s:.1f} s", flush=True)  # fmt: skip
-            peak = gpu_peak()
-            records.append({
-                "recipe": recipe, "precision": precision, "device": describe_device(args.threads),
-                "d_model": cfg.model.d_model, "layers": cfg.model.n_encoder_layers,
-                "max_tokens": args.max_tokens, "ratio": ratio, "ratio_rounds": paired,
-                "peak_memory_ratio": memory,
-                "matmul_flops_per_s": peaks[precision],
-                **{f"{name}_{key}": value for name, r in rounds.items()
-                   for key, value in vars(r).items()},
-                "mfu": None if peak is None else statistics.median(t2.flops_per_s) / peak,
-            })  # fmt: skip
+                print(engine_row(recipe, precision, name, r, peaks[precision]), flush=True)
+            peer = rounds.pop("marian")
+            for name, t2 in rounds.items():
+                record = versus_peer(name, t2, peer, precision)
+                records.append({"recipe": recipe, "precision": precision,
+                                "device": describe_device(args.threads),
+                                "d_model": cfg.model.d_model,
+                                "layers": cfg.model.n_encoder_layers,
+                                "max_tokens": args.max_tokens,
+                                "matmul_flops_per_s": peaks[precision], **record})  # fmt: skip
+            save(args, records)  # as it goes: a run cut short keeps what it measured
     if args.count_ops:
         records = count_all(args, ds, len(tokenizer), records)
     if args.scaling:
@@ -329,9 +371,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 print(f"{recipe:16} {precision:5} {b['forward']:8.3f} {b['backward']:9.3f} "
                       f"{b['optimizer']:10.3f} {b['step']:7.3f}   {gpu}")  # fmt: skip
                 records.append({"recipe": recipe, "precision": precision, "breakdown": b})
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    save(args, records)
     return records
+
+
+def save(args: argparse.Namespace, records: list[dict]) -> None:
+    """--json: every record so far, written whole under a temporary name, then renamed."""
+    if args.json:
+        path = Path(args.json)
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+        partial.replace(path)
 
 
 if __name__ == "__main__":

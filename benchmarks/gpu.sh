@@ -2,7 +2,14 @@
 # Every GPU figure of docs/performance.md in one call, on a machine with a CUDA GPU and a
 # Python that already has PyTorch for CUDA. It never touches the network:
 #
-#   bash benchmarks/gpu.sh [OUT_DIR] [--wheels DIR] [--data DIR]
+#   bash benchmarks/gpu.sh [OUT_DIR] [--quick] [--wheels DIR] [--data DIR]
+#
+# --quick (at most ~6 minutes, compilation included): the training pass eager, compiled
+# and with CUDA graphs against the transformers peer in the same run, for base,
+# v2_rope_rmsnorm and big at 25k-token batches (tokens/s, MFU, host ms and GPU kernel ms
+# per step, recompiles; bench_train.py --modes), the operators and casts per eager step,
+# and the CUDA tests; each part under a time limit, so a borrowed GPU measures all of it
+# in one call and a part cut short is named as missing in the summary.
 #
 # OUT_DIR (default runs/gpu-DATE) gets each benchmark's JSON and output. t2 runs from this
 # checkout (nothing is installed over the machine's torch); what it needs that the
@@ -38,9 +45,10 @@ if [[ "${1:-}" == "--prepare" ]]; then
   exit 0
 fi
 
-out="" wheels="gpu-wheels" data=""
+out="" wheels="gpu-wheels" data="" quick=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --quick) quick=1; shift ;;
     --wheels) wheels=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     -*) echo "error: unknown option $1; see the head of benchmarks/gpu.sh" >&2; exit 2 ;;
@@ -70,6 +78,19 @@ mkdir -p "$out"
 { date -u; git rev-parse --short HEAD; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } > "$out/device.txt" 2>&1 || true
 data_dir=${T2_SHARED_DATA:-$(cd .. && pwd)/shared/data}
 run() { echo "== $*"; "$@"; }
+if [[ $quick == 1 ]]; then
+  # the step itself: eager vs compiled vs CUDA graphs against the peer, recipe by recipe
+  # (the JSON grows after each, so a time limit keeps what finished)
+  run timeout 270 python -m benchmarks.bench_train --recipes base,v2_rope_rmsnorm,big \
+    --precisions bf16 --max-tokens 25000 --rounds 2 --steps-per-round 3 \
+    --modes eager,compiled,graphs --json "$out/train.json" > "$out/train.txt" 2>&1 || true
+  run timeout 40 python -m benchmarks.bench_train --recipes base --precisions bf16 \
+    --max-tokens 25000 --rounds 0 --count-ops --json "$out/ops.json" > "$out/ops.txt" 2>&1 || true
+  run timeout 60 python -m pytest -q tests/test_cuda.py > "$out/tests.txt" 2>&1 || true
+  python -m benchmarks.gpu_summary "$out"
+  echo "GPU figures in $out: summary.md and summary.json"
+  exit 0
+fi
 # each part reports and the run goes on: the summary says what is missing
 run python -m pytest -q tests/test_cuda.py > "$out/tests.txt" 2>&1 || true
 run python train.py --recipe quickstart --out "$out/quickstart" --wandb disabled > "$out/quickstart.txt" 2>&1 || true

@@ -28,9 +28,22 @@ def summarize(out: Path) -> dict:
         "memory_model": _json(out / "memory.json"),
         "recipe_base": _json(out / "recipe_base.json"),
         "train": _json(out / "train.json"),
+        "ops": _json(out / "ops.json"),
         "quickstart": _json(out / "quickstart" / "results.json"),
         "mixed_5min": _json(out / "mixed" / "results.json"),
     }
+
+
+def _speed(row: dict) -> str:
+    """A t2 engine against the peer: ratio, MFU, host and GPU time per step, recompiles."""
+    mfu = "n/a" if row.get("mfu") is None else f"{row['mfu']:.1%}"
+    host = row.get("t2_host_ms_per_step") or []
+    host_ms = f"{sorted(host)[len(host) // 2]:.1f}" if host else "n/a"
+    gpu = row.get("t2_gpu_ms_per_step")
+    gpu_ms = "n/a" if gpu is None else f"{gpu:.1f}"
+    return (f"| {row.get('engine', 't2')} / peer tokens/s, {row['recipe']} {row['precision']} "
+            f"| {row['ratio']:.2f}x, MFU {mfu}, host {host_ms} ms / GPU {gpu_ms} ms a step, "
+            f"{row.get('t2_recompiles', 'n/a')} recompiles |")  # fmt: skip
 
 
 def markdown(s: dict) -> str:
@@ -44,16 +57,17 @@ def markdown(s: dict) -> str:
     for row in s["recipe_base"] or []:
         lines.append(f"| `base` {row['arm']}: target tokens/s | {row['tokens_per_s']:,.0f} "
                      f"(x{row['ratio']:.2f}) |")  # fmt: skip
-    for row in s["train"] or []:
+    for row in [*(s["train"] or []), *(s.get("ops") or [])]:
         if "ratio" in row:
-            mfu = "n/a" if row.get("mfu") is None else f"{row['mfu']:.1%}"
-            lines.append(f"| t2 / peer tokens/s, {row['recipe']} {row['precision']} | "
-                         f"{row['ratio']:.2f}x, MFU {mfu} |")  # fmt: skip
+            lines.append(_speed(row))
         if "ops_per_step" in row:
             t2 = f"{row['ops_per_step']} ({row['kernels_per_step']})"
             peer = f"{row['peer_ops_per_step']} ({row['peer_kernels_per_step']})"
             lines.append(f"| ops (kernels) per step, {row['recipe']} {row['precision']}: "
                          f"t2 / peer | {t2} / {peer} |")  # fmt: skip
+            if "casts_per_step" in row:
+                casts = f"{row['casts_per_step']} / {row['peer_casts_per_step']}"
+                lines.append(f"| `_to_copy` per eager step, {row['recipe']}: t2 / peer | {casts} |")
     for name in ("quickstart", "mixed_5min"):
         r = s[name]
         value = (

@@ -23,7 +23,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmarks.train_loops import MarianEngine, T2Engine, loader
+from benchmarks.train_loops import MarianEngine, T2Engine, gpu_step, loader
 from t2.config import Config
 from t2.model.codepath import simulated
 
@@ -87,15 +87,6 @@ class CudaFusions(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _kernels(engine) -> int:  # noqa: ANN001
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        engine.step()
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-
-
 def step_ops(engine, cuda_path: bool) -> dict:  # noqa: ANN001
     """One counted step of `engine` after a warm-up step."""
     path = simulated("cuda") if cuda_path and not torch.cuda.is_available() else (
@@ -111,18 +102,20 @@ def step_ops(engine, cuda_path: bool) -> dict:  # noqa: ANN001
             ),
         ):
             engine.step()
-        kernels = _kernels(engine) if torch.cuda.is_available() else None
+        kernels = gpu_step(engine)[0] if torch.cuda.is_available() else None
     views = sum(n for f, n in mode.calls.items() if getattr(f, "is_view", False))
     top = [(str(f), n) for f, n in mode.calls.most_common() if not getattr(f, "is_view", 0)]
     total = sum(mode.calls.values())
     as_cuda = {f: n for f, n in mode.calls.items() if isinstance(f, str)}
+    casts = sum(n for f, n in mode.calls.items() if "_to_copy" in str(f))
     return {"ops": total - views, "ops_with_views": total, "kernels": kernels, "top": top[:12],
-            "as_cuda": as_cuda}  # fmt: skip
+            "as_cuda": as_cuda, "casts": casts}  # fmt: skip
 
 
 def count_ops(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict:  # noqa: ANN001
     """t2's and the peer's operators per step on the same batches: a record's fields."""
-    t2 = step_ops(T2Engine(cfg, ds, args, precision), cuda_path=True)
+    # eager: a dispatch mode sees every operator; a compiled graph's are fused away
+    t2 = step_ops(T2Engine(cfg, ds, args, precision, mode="eager"), cuda_path=True)
     peer = step_ops(MarianEngine(cfg, ds, args, precision, loader(ds, args), foreach=True),
                     cuda_path=False)  # fmt: skip
     where = "CUDA" if torch.cuda.is_available() else "CUDA's code path, simulated on a CPU"
@@ -130,5 +123,6 @@ def count_ops(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict
             "ops_per_step_with_views": t2["ops_with_views"],
             "peer_ops_per_step_with_views": peer["ops_with_views"],
             "kernels_per_step": t2["kernels"], "peer_kernels_per_step": peer["kernels"],
+            "casts_per_step": t2["casts"], "peer_casts_per_step": peer["casts"],
             "top_ops": t2["top"], "peer_top_ops": peer["top"],
             "counted_as_on_cuda": t2["as_cuda"]}  # fmt: skip

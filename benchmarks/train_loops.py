@@ -9,7 +9,7 @@ import contextlib
 import ctypes
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -75,15 +75,26 @@ def batch_flops(cfg, batch: dict) -> tuple[int, int]:
     return sum(s) + sum(t), training_flops(cfg.model, s, t)
 
 
-class T2Engine:
-    """train.py's step path: Accelerate, train_step, the scheduler; no validation."""
+# --modes: how t2's training pass runs (train.compile and train.compile_mode)
+MODES = {
+    "eager": {"compile": False},
+    "compiled": {"compile": True, "compile_mode": "default"},
+    "graphs": {"compile": True, "compile_mode": "graphs"},
+}
 
-    name = "t2"
+
+class T2Engine:
+    """train.py's step path: Accelerate, train_step, the scheduler; no validation. `mode`
+    (MODES) overrides the recipe's train.compile; None keeps it (auto: compiled on CUDA)."""
 
     def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str,
-                 batches=None) -> None:  # fmt: skip
+                 batches=None, mode: str | None = None) -> None:  # fmt: skip
         from accelerate import Accelerator
         from accelerate.state import AcceleratorState
+
+        self.name = "t2" if mode is None else f"t2-{mode}"
+        if mode is not None:
+            cfg = replace(cfg, train=replace(cfg.train, **MODES[mode]))
 
         AcceleratorState._reset_state(True)  # another precision in the same process
         self.acc = Accelerator(cpu=not torch.cuda.is_available(),
@@ -157,8 +168,12 @@ class Rounds:
     tokens_per_s: list[float] = field(default_factory=list)
     s_per_step: list[float] = field(default_factory=list)
     flops_per_s: list[float] = field(default_factory=list)
+    host_ms_per_step: list[float] = field(default_factory=list)  # the process's CPU time
     peak_mib: float = 0.0
     warmup_s: float = 0.0  # the warm-up rounds' wall time (torch.compile's compilation, too)
+    recompiles: int = 0  # graphs compiled during the timed rounds (none once warm)
+    gpu_ms_per_step: float | None = None  # kernel time of a profiled step (CUDA only)
+    kernels_per_step: int | None = None
 
 
 def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: bool) -> float:
@@ -172,16 +187,29 @@ def run_round(engine, n: int, cfg: Config, out: Rounds | None, measure_memory: b
         release_free_memory()
     with PeakMemory(str(device())) if measure_memory else nullcontext() as peak:
         sync()
-        start, tokens, flops = time.perf_counter(), 0, 0
+        start, cpu, tokens, flops = time.perf_counter(), time.process_time(), 0, 0
         for _ in range(n):
             t, f = batch_flops(cfg, engine.step())
             tokens, flops = tokens + t, flops + f
         sync()
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     if out is not None and peak is not None:
         out.peak_mib = max(out.peak_mib, peak.mib)
     elif out is not None:
         out.tokens_per_s.append(tokens / seconds)
         out.s_per_step.append(seconds / n)
         out.flops_per_s.append(flops / seconds)
+        out.host_ms_per_step.append(1e3 * cpu / n)
     return seconds
+
+
+def gpu_step(engine) -> tuple[int, float]:  # noqa: ANN001
+    """(kernels launched, their summed time in ms) over one step, by torch.profiler: the
+    GPU's busy time, against the host's CPU time per step (Rounds.host_ms_per_step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        engine.step()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return len(kernels), sum(e.device_time_total for e in kernels) / 1e3

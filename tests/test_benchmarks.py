@@ -131,6 +131,31 @@ def test_bench_train_interleaves_both_loops_and_writes_ratios(tmp_path, single_t
 
 
 @needs_data
+def test_bench_train_times_each_mode_of_the_training_pass_against_the_peer(single_thread):
+    """--modes: eager and compiled t2 (dynamo's eager backend here: no C++ build) each get
+    a record against the same peer rounds, with host time per step and no recompilation
+    once warm (the batch and length dimensions are symbolic)."""
+    argv = ["--threads", "1", "--pairs", "600", "--vocab", "300", "--max-tokens", "200",
+            "--rounds", "2", "--steps-per-round", "2", "--precisions", "fp32",
+            "--recipes", "base", "--modes", "eager,compiled",
+            "--set", "train.compile_backend=eager", *TINY]  # fmt: skip
+    records = load("bench_train").main(argv)
+    by = {r["engine"]: r for r in records}
+    assert set(by) == {"t2-eager", "t2-compiled"}
+    assert by["t2-eager"]["marian_tokens_per_s"] == by["t2-compiled"]["marian_tokens_per_s"]
+    for r in by.values():
+        assert len(r["t2_host_ms_per_step"]) == 2 and min(r["t2_host_ms_per_step"]) > 0
+        assert r["t2_recompiles"] == 0 and r["t2_gpu_ms_per_step"] is None
+        assert r["host_below_gpu"] is None  # no GPU: nothing to compare the host with
+
+
+def test_bench_train_refuses_an_unknown_mode(capsys):
+    with pytest.raises(SystemExit):
+        load("bench_train").parse_args(["--modes", "eager,jit"])
+    assert "unknown mode 'jit'; valid: auto or eager, compiled, graphs" in capsys.readouterr().err
+
+
+@needs_data
 def test_bench_train_scaling_rows_grow_as_configured(tmp_path, single_thread, monkeypatch):
     bench = load("bench_train")
     monkeypatch.setattr(bench, "SCALING", (("batch tokens", "base", 64, 8),
@@ -279,12 +304,20 @@ def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkey
     (tmp_path / "tests.txt").write_text("....\n4 passed in 3.1s\n")
     (tmp_path / "train.json").write_text(json.dumps([
         {"recipe": "base", "precision": "bf16", "ratio": 2.1, "mfu": 0.31,
-         "ops_per_step": 900, "kernels_per_step": 700, "peer_ops_per_step": 1500,
-         "peer_kernels_per_step": 1200}]))  # fmt: skip
+         "engine": "t2-graphs", "t2_host_ms_per_step": [9.0, 11.0, 10.0],
+         "t2_gpu_ms_per_step": 40.5, "t2_recompiles": 0},
+        {"recipe": "base", "precision": "bf16", "ratio": 1.1, "mfu": 0.15}]))  # fmt: skip
+    (tmp_path / "ops.json").write_text(json.dumps([
+        {"recipe": "base", "precision": "bf16", "ops_per_step": 900, "kernels_per_step": 700,
+         "peer_ops_per_step": 1500, "peer_kernels_per_step": 1200, "casts_per_step": 12,
+         "peer_casts_per_step": 300}]))  # fmt: skip
     monkeypatch.setattr(sys, "argv", ["gpu_summary.py", str(tmp_path)])
     summary.main()
     md = (tmp_path / "summary.md").read_text()
     assert "NVIDIA H100" in md and "| CUDA tests | 4 passed in 3.1s |" in md
-    assert "2.10x, MFU 31.0%" in md and "900 (700) / 1500 (1200)" in md
+    graphs = "| t2-graphs / peer tokens/s, base bf16 | 2.10x, MFU 31.0%, host 10.0 ms / GPU 40.5"
+    assert graphs in md and "| t2 / peer tokens/s, base bf16 | 1.10x, MFU 15.0%, host n/a" in md
+    assert "900 (700) / 1500 (1200)" in md
+    assert "`_to_copy` per eager step, base: t2 / peer | 12 / 300" in md
     assert "| quickstart | missing |" in md and "| mixed_5min | missing |" in md
     assert json.loads((tmp_path / "summary.json").read_text())["memory_model"] is None
