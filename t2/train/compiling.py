@@ -145,7 +145,8 @@ class TrainingForward:
         with autocast():
             loss, _ = forward(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
         backward(loss * scale)
-        return loss.detach()
+        # a CUDA graph's output is overwritten by the next replay: keep a copy of the loss
+        return loss.detach().clone() if self.graphs else loss.detach()
 
     def _give_up(self, err: BaseException) -> None:
         self.fallback = reason(err)
