@@ -21,8 +21,8 @@ from t2.data.loader import Batches, make_loader
 from t2.data.pipeline import encode_source
 from t2.model.flops import training_flops
 from t2.model.transformer import Transformer
-from t2.train.optim import build_optimizer, build_scheduler, lr_multiplier, peak_lr
-from t2.train.setup import prepare_model, training_forward
+from t2.train.optim import lr_multiplier, peak_lr
+from t2.train.setup import prepare_training
 from t2.train.step import StepStats, train_step
 
 PAD = 0
@@ -101,10 +101,10 @@ class T2Engine:
                                mixed_precision="bf16" if precision == "bf16" else "no")  # fmt: skip
         torch.manual_seed(0)
         model = Transformer(cfg.model, pad_id=PAD)
-        optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
-        self.scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
-        self.model, self.optimizer = prepare_model(self.acc, model, optimizer)
-        self.forward = training_forward(self.model, cfg)  # as train.py: compiled or not
+        # what train.py applies to its model, by the same function
+        self.model, self.forward, self.optimizer, self.scheduler = prepare_training(
+            self.acc, model, cfg
+        )
         self.cfg, self.batches = cfg, batches if batches is not None else loader(ds, args)
         self.stats = StepStats.zeros(self.acc.device)
         self.model.train()

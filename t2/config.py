@@ -61,6 +61,9 @@ class TrainConfig(Section):
     # (torch.compile's reduce-overhead); max-autotune: kernels tuned per shape, no graphs
     compile_mode: str = choice("default", "graphs", "max-autotune")
     compile_backend: str = choice("inductor", "aot_eager", "cudagraphs", "eager")
+    # bf16 linear weights cast from an fp32 master once per step, not by autocast at every
+    # call (t2.train.precision); auto: on CUDA under bf16
+    cast_weights: bool | str = "auto"
     log_every: int = 100
     eval_every: int = 1000
     save_every: int = 1000
@@ -81,8 +84,10 @@ class TrainConfig(Section):
                        "max_nonfinite")  # fmt: skip
         self._at_least(0, "global_batch")
         count_or_auto(self, "accumulate", 1)
-        if self.compile not in (True, False, AUTO):
-            raise ConfigError(f"train.compile must be true, false or auto, got {self.compile!r}")
+        for key in ("compile", "cast_weights"):
+            if getattr(self, key) not in (True, False, AUTO):
+                raise ConfigError(f"train.{key} must be true, false or auto, got "
+                                  f"{getattr(self, key)!r}")  # fmt: skip
         self._at_least(3, "lr_find_steps")  # the suggestion needs a slope between points
         self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
                        "clip_norm", "valid_bleu_sentences", "loader_workers", "max_minutes",

@@ -52,6 +52,7 @@ def restore(run: Any, ckpt: Path) -> dict[str, Any]:
     """Load a checkpoint's weights and training state into `run` (the RNG comes later, once
     the loader has made its iterator); the saved state is returned."""
     load_weights(run.accelerator.unwrap_model(run.model), ckpt)
+    run.forward.after_update()  # bf16 compute weights, if any, from the loaded master
     state = load_training_state(ckpt)
     try:
         run.optimizer.load_state_dict(state["optimizer"])

@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from t2.train.precision import ComputeWeights
+
 # torch.compile's modes by train.compile_mode
 MODES = {
     "default": "default",
@@ -95,8 +97,10 @@ class TrainingForward:
     eager: `run(batch, ...)` returns the micro-batch's summed loss after its backward."""
 
     def __init__(self, model: nn.Module, compile: bool, mode: str = "default",
-                 backend: str = "inductor", max_shapes: int = 0) -> None:  # fmt: skip
+                 backend: str = "inductor", max_shapes: int = 0,
+                 weights: ComputeWeights | None = None) -> None:  # fmt: skip
         self.model, self.graphs = model, compile and mode == "graphs"
+        self.weights = weights  # bf16 compute weights of an fp32 master (t2.train.precision)
         self.compiled: Callable[..., Any] | None = None
         self.fallback: str | None = None  # why the compiled pass was given up, if it was
         self.first_s: float | None = None  # the first compiled micro-batch's wall time
@@ -116,6 +120,16 @@ class TrainingForward:
     def keeps_gradients(self) -> bool:
         """Whether the optimizer step zeroes the gradients in place instead of freeing them."""
         return self.graphs
+
+    def after_backward(self) -> None:
+        """Once per step, after the last micro-batch: gradients to the master's."""
+        if self.weights is not None:
+            self.weights.gradients_to_master(keep=self.graphs)
+
+    def after_update(self) -> None:
+        """After the optimizer updated (or a checkpoint loaded) the master's weights."""
+        if self.weights is not None:
+            self.weights.refresh()
 
     @property
     def is_compiled(self) -> bool:

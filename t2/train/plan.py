@@ -24,6 +24,7 @@ from t2.errors import ConfigError
 from t2.model.summary import MemoryEstimate, count_parameters, estimate_memory
 from t2.model.transformer import Transformer
 from t2.train.compiling import wanted
+from t2.train.precision import wanted as cast_wanted
 
 CPU_MICRO_BATCH = 4096  # tokens: what the CPU recipes always used (docs/performance.md)
 USABLE = 0.85  # share of a GPU's memory a plan fills: the caching allocator's fragmentation
@@ -189,11 +190,15 @@ def resolved(cfg: Config, plan: BatchPlan) -> Config:
     """`cfg` with the plan's plain values in place of `auto`: numbers for the batches, and
     whether the training pass compiles on the plan's device (t2.train.compiling)."""
     max_tokens = plan.max_tokens if cfg.data.max_tokens == AUTO else cfg.data.max_tokens
-    compiled = wanted(cfg.train.compile, plan.device.kind)
+    kind = plan.device.kind
+    compiled = wanted(cfg.train.compile, kind)
+    precision = mixed_precision(cfg.train.mixed_precision, kind == "cuda", quiet=True)
+    cast = cast_wanted(cfg.train.cast_weights, kind, precision)
+    train = dataclasses.replace(
+        cfg.train, accumulate=plan.accumulate, compile=compiled, cast_weights=cast
+    )
     return dataclasses.replace(
-        cfg,
-        data=dataclasses.replace(cfg.data, max_tokens=max_tokens),
-        train=dataclasses.replace(cfg.train, accumulate=plan.accumulate, compile=compiled),
+        cfg, data=dataclasses.replace(cfg.data, max_tokens=max_tokens), train=train
     )
 
 

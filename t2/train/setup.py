@@ -25,6 +25,8 @@ from t2.rundir import RunDir, new_meta, read_meta, write_json
 from t2.train.compiling import TrainingForward, wanted
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
+from t2.train.precision import ComputeWeights
+from t2.train.precision import wanted as cast_wanted
 
 
 @dataclass
@@ -54,6 +56,7 @@ RESUMABLE = (
     *("valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes"),
     *("max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type"),
     *("wandb_name", "global_batch", "compile", "compile_mode", "compile_backend"),
+    "cast_weights",
 )
 
 
@@ -148,13 +151,27 @@ def prepare_model(
     return model, optimizer
 
 
-def training_forward(model: torch.nn.Module, cfg: Config) -> TrainingForward:
-    """The training pass of a prepared (device, DDP) model, compiled as train.compile asks
-    (`auto`: on CUDA; a planned config has it resolved already)."""
-    t = cfg.train
-    device = next(model.parameters()).device.type
-    compiled = wanted(t.compile, device)
-    return TrainingForward(model, compiled, t.compile_mode, t.compile_backend, cfg.data.max_shapes)
+def prepare_training(
+    accelerator: Accelerator, model: torch.nn.Module, cfg: Config
+) -> tuple[torch.nn.Module, TrainingForward, Any, Any]:
+    """Everything training applies to a new model, in one place (train.py and the
+    benchmarks both call it): bf16 compute weights of a float32 master (train.cast_weights,
+    t2.train.precision), the optimizer and schedule over the master, Accelerate's device
+    placement and DDP, and the compiled training pass (train.compile). Returns the model
+    to save, validate and decode (the master, or the prepared model), the training pass,
+    the optimizer and the scheduler. `auto` settings are resolved here for this device
+    where the batch plan has not resolved them already."""
+    t, device = cfg.train, accelerator.device
+    weights = None
+    if cast_wanted(t.cast_weights, device.type, accelerator.mixed_precision):
+        weights = ComputeWeights(model.to(device))
+    optimizer = build_optimizer(model, t, cfg.model.d_model)
+    scheduler = build_scheduler(optimizer, t, cfg.model.d_model)
+    trained, optimizer = prepare_model(accelerator, weights.module if weights else model, optimizer)
+    compiled = wanted(t.compile, device.type)
+    forward = TrainingForward(trained, compiled, t.compile_mode, t.compile_backend,
+                              cfg.data.max_shapes, weights)  # fmt: skip
+    return (model if weights else trained), forward, optimizer, scheduler
 
 
 def shared_tokenizer(cfg: Config, run: RunDir, accelerator: Accelerator, resume: bool) -> Any:
@@ -214,10 +231,7 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe, machine=machine))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
-    optimizer = build_optimizer(model, cfg.train, cfg.model.d_model)
-    scheduler = build_scheduler(optimizer, cfg.train, cfg.model.d_model)
-    model, optimizer = prepare_model(accelerator, model, optimizer)
-    forward = training_forward(model, cfg)
+    model, forward, optimizer, scheduler = prepare_training(accelerator, model, cfg)
     rank, world = accelerator.process_index, accelerator.num_processes
     sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)

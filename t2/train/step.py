@@ -76,7 +76,8 @@ def train_step(
         with sync:  # the projection in bf16 under autocast (t2.train.setup.prepare_model)
             loss = forward.run(batch, smoothing, scale, accelerator.backward, accelerator.autocast)
         step_loss += loss
-    params = [p for p in model.parameters() if p.grad is not None]
+    forward.after_backward()  # bf16 compute weights: their gradients to the fp32 master
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     if clip_norm > 0:
         norm = accelerator.clip_grad_norm_(params, clip_norm)
     else:
@@ -88,6 +89,7 @@ def train_step(
         raw.found_inf = bad
     optimizer.step()
     optimizer.zero_grad(set_to_none=not forward.keeps_gradients)
+    forward.after_update()
     stats.loss += torch.where(bad.bool(), 0.0, step_loss)  # skipped steps do not count
     stats.tokens += (1.0 - bad) * local_tokens
     stats.skipped += bad
