@@ -58,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "weights) in DIR with the report, and take finished runs back from it: a folder to "
         "commit, or to carry to the next machine",
     )  # fmt: skip
+    parser.add_argument(
+        "--rule-changed",
+        action="store_true",
+        help="render the verdict under the sweep file's decision rule although it differs from "
+        "the one recorded with the first run; the report says 'decision rule changed after N "
+        "runs'",
+    )
     parser.add_argument("--device", default=None, help="robustness suite: cpu or cuda")
 
 
@@ -66,7 +73,8 @@ def run(args: argparse.Namespace) -> None:
     from t2.experiments.planning import make_plan
     from t2.experiments.records import keep, restore
     from t2.experiments.report import write_report
-    from t2.experiments.sweep import dry_run, plan, plan_sweep, run_sweep
+    from t2.experiments.rulebook import settle
+    from t2.experiments.sweep import dry_run, finished, plan, plan_sweep, run_sweep
     from t2.experiments.sweepfile import load_sweep
 
     sweep = load_sweep(args.sweep)
@@ -81,6 +89,15 @@ def run(args: argparse.Namespace) -> None:
         for line in dry_run(sweep, out, args.wandb):
             print(line)
         return
+    if args.report_only and not out.is_dir():
+        raise ConfigError(f"--report-only: {out} not found; pass the sweep's --out folder")
+    home = records or out  # the rule is recorded with the first run, beside the records
+    book = settle(home, sweep.rule, finished(sweep, home), args.rule_changed)
+    if book.planned != sweep.rule and not args.rule_changed:
+        print(
+            f"warning: {sweep.path} states another decision rule than the one recorded in "
+            f"{home}: the report gives no verdict under it (--rule-changed: one, disclosed)"
+        )
     places = slots(args.jobs, *machine(), args.runs_per_gpu) if args.jobs > 1 else None
     if args.plan:
         print(plan_sweep(sweep, out, args.wandb, places, records))
@@ -89,8 +106,6 @@ def run(args: argparse.Namespace) -> None:
         return
     if not args.report_only:
         run_sweep(sweep, out, args.wandb, places, records=records)
-    elif not out.is_dir():
-        raise ConfigError(f"--report-only: {out} not found; pass the sweep's --out folder")
     else:
         plan(sweep, out)  # finished runs must match the sweep file (one line if not)
     at_once = len(places) if places else 1
@@ -98,7 +113,8 @@ def run(args: argparse.Namespace) -> None:
     if power is not None and not args.report_only:
         print(power)  # the plan again, now from every finished run
     device = default_device(args.device)
-    print(f"report: {write_report(sweep, out, device, power)}")
+    print(f"report: {write_report(sweep, out, device, power, book, args.rule_changed)}")
     if records is not None:  # every finished run, those from before --records too
         kept = keep(sweep, out, records)
-        print(f"records: {kept} finished runs and {write_report(sweep, records, device, power)}")
+        report = write_report(sweep, records, device, power, book, args.rule_changed)
+        print(f"records: {kept} finished runs and {report}")
