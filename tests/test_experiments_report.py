@@ -17,7 +17,7 @@ from t2.commands import train as train_verb
 from t2.errors import ConfigError
 from t2.experiments.report import write_report
 from t2.experiments.runs import read_run
-from t2.experiments.sweep import dry_run, plan
+from t2.experiments.sweep import dry_run, plan, test_is_validation
 from t2.experiments.sweepfile import load_sweep
 from t2.recipes import load_config
 
@@ -280,3 +280,23 @@ def test_unfinished_runs_are_named_by_arm_with_seed_ranges():
 
     missing = [("base", s) for s in (3, 4, 5, 6, 9)] + [("v2", 7), ("v2", 8), ("x", 2)]
     assert _by_arm(missing) == "base seeds 3 to 6, 9; v2 seeds 7, 8; x seed 2"
+
+
+def test_a_test_split_that_is_the_validation_split_is_said_everywhere(tmp_path, capsys):
+    same = [
+        "data.valid=files:../shared/data/multi30k/val",
+        "data.test=files:../shared/data/multi30k/val",
+    ]
+    assert load_config("multi30k").data.test_is_valid  # says so in the recipe as well
+    assert not load_config("quickstart").data.test_is_valid  # task: splits differ
+    assert test_is_validation(load_sweep(ROOT / "sweeps" / "report004_base_v2.yaml")) == [
+        "base",
+        "v2",
+    ]
+    for seed in (1, 2):
+        fake_run(tmp_path / f"s{seed}", "quickstart", [f"train.seed={seed}", *same], 3.2)
+    code, _, err = t2(capsys, "compare", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "c")
+    assert code == 0, err
+    md = (tmp_path / "c" / "compare.md").read_text()
+    assert "**test = validation** in 2 of 2 runs (data.test = data.valid = files:" in md
+    assert "not on held-out ones" in md
