@@ -49,7 +49,7 @@ def test_each_rule_decides_as_it_says():
     over, apart = over_seeds(arm, base), welch(list(arm.values()), list(base.values()))
     pooled, moved = pool(tests), signs(tests)
     word, why = decide(Rule(), over, apart, pooled, moved)
-    assert word == "better" and "(paired t, 6 seeds) excludes 0" in why
+    assert word == "better" and "(paired t, 6 seeds, p = 0.0" in why and "excludes 0" in why
     assert decide(Rule(decide="welch_pooled"), over, apart, pooled, moved)[0] == "better"
     word, why = decide(Rule(decide="same_sign"), over, apart, pooled, moved)
     assert word == "not distinguishable at this budget" and "disagree in sign" in why

@@ -120,7 +120,8 @@ def decide(
         d, digits = over.t, metric.digits
         if not d.has_interval:
             return UNDECIDED, f"{over.n} seed{'s' * (over.n != 1)} to pair: no interval"
-        shown = f"{d.diff:+.{digits}f} {_interval(d, digits)} ({over.method}, {over.n} seeds)"
+        p = "" if over.p is None else f", p = {over.p:.2g}"
+        shown = f"{d.diff:+.{digits}f} {_interval(d, digits)} ({over.method}, {over.n} seeds{p})"
         if d.contains_zero():
             return UNDECIDED, f"{metric.title} {shown} holds 0"
         return _word(d.diff, metric), f"{metric.title} {shown} excludes 0"
