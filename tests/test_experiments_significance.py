@@ -136,6 +136,7 @@ def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
     assert "Stouffer's z = +" in text and "2 better, 0 worse" in text
     text = paired_section("base", runs, [*same_sign, *paired])  # the last rule heads
     assert "- planned rule: **not distinguishable at this budget**" in text
+    assert "### arm vs base: not distinguishable at this budget (rule; planned rule: not " in text
     interim = paired_section("base", runs, paired, interim="3 of 4 runs")
     assert "### arm vs base: interim look (3 of 4 runs): no verdict\n" in interim
     assert "**" not in interim  # no verdict word anywhere

@@ -58,6 +58,13 @@ def _verdicts(
     return found
 
 
+def _head(verdicts: list[tuple[str, str, str]]) -> str:
+    """The verdict under the rule that applies (the last), and under the planned rule
+    (the first) beside it when the rule was changed."""
+    (first, planned, _), (last, word, _) = verdicts[0], verdicts[-1]
+    return word if len(verdicts) == 1 else f"{word} ({last}; {first}: {planned})"
+
+
 def paired_section(
     baseline: str,
     runs: dict[str, list[Run]],
@@ -76,7 +83,7 @@ def paired_section(
             continue
         tests, notes = compare_seeds(_outputs(base), _outputs(rs))
         verdicts = _verdicts(rules, rs, base, tests)
-        head = f"interim look ({interim}): no verdict" if interim else verdicts[-1][1]
+        head = f"interim look ({interim}): no verdict" if interim else _head(verdicts)
         lines.append(f"### {arm} vs {baseline}: {head}\n")
         if not interim:
             lines += [f"- {label}: **{word}**: {why}." for label, word, why in verdicts]

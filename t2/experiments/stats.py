@@ -78,11 +78,13 @@ def power(n: int, spread: float, difference: float, level: float = LEVEL) -> flo
     return float(scipy.stats.nct.sf(crit, df, ncp) + scipy.stats.nct.cdf(-crit, df, ncp))
 
 
-def seeds_needed(spread: float, difference: float, target: float = POWER, most: int = 1000) -> int:
-    """The fewest seeds per arm whose t-test has `target` power for `difference`; `most`
-    + 1 when even `most` seeds do not."""
-    return next((n for n in range(2, most + 1) if power(n, spread, difference) >= target),
-                most + 1)  # fmt: skip
+def seeds_needed(
+    spread: float, difference: float, target: float = POWER, most: int = 1000, level: float = LEVEL
+) -> int:
+    """The fewest seeds per arm whose t-test at `level` has `target` power for
+    `difference`; `most` + 1 when even `most` seeds do not."""
+    enough = (n for n in range(2, most + 1) if power(n, spread, difference, level) >= target)
+    return next(enough, most + 1)
 
 
 SPREAD_LEVEL = 0.8  # confidence of the interval on a measured seed spread that plans print
