@@ -1,16 +1,19 @@
 """Run a sweep file: t2 sweep SWEEP.yaml [--out DIR] [--jobs N] [--records DIR] [--plan |
---dry-run | --report-only].
+--dry-run | --report-only] [--rule-changed].
 
 A sweep file names a base recipe, arms (a recipe and/or --set overrides each), seeds and
 a budget (sweeps/ has the seed reports' studies). Every arm x seed without a
 finished run is trained in turn into DIR/ARM/seed-S (an interrupted run resumes, so the
 sweep continues where it stopped), then DIR/report.md compares the arms: mean ± sd over
-seeds, the difference to the baseline arm with a 95% interval, "within noise" where the
-interval contains zero, and sacreBLEU's paired tests per seed with a verdict. --jobs N
+seeds, the difference to the baseline arm with a 95% interval paired by seed, "within
+noise" where the interval contains zero, sacreBLEU's paired tests per seed pooled with their
+direction, and the verdict under the sweep file's decision rule (`rule:`), whose hash is
+recorded with the first run: under a rule changed since, the report gives no verdict
+unless --rule-changed, and then says "decision rule changed after N runs". --jobs N
 trains N runs at once, each on its own GPU (--runs-per-gpu K: K per GPU) or its share of
 the CPU cores. --plan says, from the finished runs' seed spread (or a pilot of the
 baseline's first two seeds), how many seeds detect the sweep file's `detect:` difference
-of test BLEU at 80% power; the sweep warns before it starts when it has fewer. --dry-run
+of test BLEU at the rule's power; the sweep warns before it starts when it has fewer. --dry-run
 prints one train.py command per run instead, for any scheduler (a SLURM array, a shell
 loop over machines); --report-only then summarises.
 --records DIR keeps each finished run's records without its weights (and the report) in
