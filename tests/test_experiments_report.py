@@ -17,7 +17,7 @@ from t2.commands import train as train_verb
 from t2.errors import ConfigError
 from t2.experiments.report import write_report
 from t2.experiments.runs import read_run
-from t2.experiments.sweep import dry_run, plan, test_is_validation
+from t2.experiments.sweep import arms_scored_on_validation, dry_run, plan
 from t2.experiments.sweepfile import load_sweep
 from t2.recipes import load_config
 
@@ -289,7 +289,7 @@ def test_a_test_split_that_is_the_validation_split_is_said_everywhere(tmp_path, 
     ]
     assert load_config("multi30k").data.test_is_valid  # says so in the recipe as well
     assert not load_config("quickstart").data.test_is_valid  # task: splits differ
-    assert test_is_validation(load_sweep(ROOT / "sweeps" / "report004_base_v2.yaml")) == [
+    assert arms_scored_on_validation(load_sweep(ROOT / "sweeps" / "report004_base_v2.yaml")) == [
         "base",
         "v2",
     ]

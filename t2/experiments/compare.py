@@ -134,15 +134,15 @@ def group_runs(runs: Sequence[Run]) -> dict[str, list[Path]]:
     return named
 
 
-def test_is_valid(run: Run) -> bool:
+def scored_on_validation(run: Run) -> bool:
     """The run's test split is its validation split (t2.data.config.TEST_IS_VALID)."""
     return same_split(str(run.config.get("data.valid")), str(run.config.get("data.test")))
 
 
-def test_line(runs: Sequence[Run]) -> str:
+def validation_note(runs: Sequence[Run]) -> str:
     """ "test = validation" and what it means, for the runs whose test split is their
     validation split; empty when there are none."""
-    found = [r for r in runs if test_is_valid(r)]
+    found = [r for r in runs if scored_on_validation(r)]
     if not found:
         return ""
     sources = ", ".join(sorted({str(r.config["data.test"]) for r in found}))
@@ -178,7 +178,7 @@ def compare(runs: Sequence[Run], out_dir: Path, names: Sequence[str] | None = No
         "and chrF: results.json (the best checkpoint on the test split); wall time: "
         "training, validation and checkpoints, cumulative over resumes.\n"
     )
-    tested = test_line(runs)
+    tested = validation_note(runs)
     write_text(out_dir / "compare.md", f"# Runs compared\n\n{text}\n{tested}{note}{figures}")
     write_text(out_dir / "compare.csv", to_csv(headers, rows))
     return text

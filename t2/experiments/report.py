@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from t2.experiments.compare import count, duration, test_line, write_text
+from t2.experiments.compare import count, duration, validation_note, write_text
 from t2.experiments.metrics import METRICS
 from t2.experiments.paired import paired_section
 from t2.experiments.plots import plot_curves
@@ -165,7 +165,7 @@ def render(
     runs, missing = collect(sweep, out)  # read again: cheap, and render stands alone
     planned = len(sweep.arms) * len(sweep.seeds)
     interim = f"{planned - len(missing)} of {planned} runs" if missing else None
-    parts = [_header(sweep, out, runs) + test_line([r for rs in runs.values() for r in rs])]
+    parts = [_header(sweep, out, runs) + validation_note([r for rs in runs.values() for r in rs])]
     if missing:
         parts.append(_interim(sweep, missing))
     if book is None:

@@ -60,7 +60,7 @@ def finished(sweep: Sweep, out: Path) -> int:
     return sum(status(path) == "finished" for path in runs)
 
 
-def test_is_validation(sweep: Sweep) -> list[str]:
+def arms_scored_on_validation(sweep: Sweep) -> list[str]:
     """The arms whose test split is their validation split."""
     configs = {
         arm.name: load_config(arm.recipe, sweep.overrides(arm, sweep.seeds[0]))
@@ -127,7 +127,7 @@ def run_sweep(
     what = f"{len(sweep.arms)} arms x {len(sweep.seeds)} seeds" if only is None else "a pilot"
     print(f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
           f"{len(todo)} to train in {out}{at_once}", flush=True)  # fmt: skip
-    if same := test_is_validation(sweep):
+    if same := arms_scored_on_validation(sweep):
         print(f"warning: test = validation in arms {', '.join(same)}: {TEST_IS_VALID}", flush=True)
     if sweep.detect is not None and only is None:
         print(make_plan(sweep, out, len(places) if places else 1).text(), flush=True)
