@@ -287,7 +287,9 @@ def test_a_test_split_that_is_the_validation_split_is_said_everywhere(tmp_path, 
         "data.valid=files:../shared/data/multi30k/val",
         "data.test=files:../shared/data/multi30k/val",
     ]
-    assert load_config("multi30k").data.test_is_valid  # says so in the recipe as well
+    warning = load_config("multi30k").data.test_warning()  # at training's start-up
+    assert warning.startswith("warning: test = validation (data.test = data.valid = files:")
+    assert load_config("quickstart").data.test_warning() is None
     assert not load_config("quickstart").data.test_is_valid  # task: splits differ
     assert arms_scored_on_validation(load_sweep(ROOT / "sweeps" / "report004_base_v2.yaml")) == [
         "base",

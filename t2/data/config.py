@@ -68,6 +68,12 @@ class DataConfig(Section):
         """The test split is the validation split: its figures are not held out."""
         return same_split(self.valid, self.test)
 
+    def test_warning(self) -> str | None:
+        """The start-up warning of a run whose test split is its validation split."""
+        if not self.test_is_valid:
+            return None
+        return f"warning: test = validation (data.test = data.valid = {self.test}): {TEST_IS_VALID}"
+
     def __post_init__(self) -> None:
         super().__post_init__()
         for split in ("train", "valid", "test"):  # task names are checked when data loads

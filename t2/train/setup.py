@@ -14,7 +14,6 @@ from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwar
 
 from t2.config import Config
 from t2.data.batching import BatchSampler
-from t2.data.config import TEST_IS_VALID
 from t2.data.loader import make_loader
 from t2.data.pipeline import encode_pairs, load_pairs
 from t2.data.tokenizer import prepare_tokenizer
@@ -183,9 +182,8 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     check_run_dir(run, cfg, resume)
     if accelerator.is_main_process:
         print(plan.line(), flush=True)
-        if cfg.data.test_is_valid:
-            where = f"data.test = data.valid = {cfg.data.test}"
-            print(f"warning: test = validation ({where}): {TEST_IS_VALID}", flush=True)
+        if warning := cfg.data.test_warning():
+            print(warning, flush=True)
     set_seed(cfg.train.seed)
     with accelerator.main_process_first():  # the main process cleans and caches, others reuse
         # every split is read (and cached) before any work: a bad test source fails now,
