@@ -1,7 +1,9 @@
 """A sweep's report, generated from its runs' own files: per arm the mean and standard
-deviation over seeds, the difference to the baseline arm with a 95% interval (Welch's t),
-and "within noise" where that interval contains zero. Nothing is bolded unless its
-interval excludes zero."""
+deviation over seeds, the difference to the baseline arm with a 95% interval paired by
+seed (t2.experiments.tables), and "within noise" where that interval contains zero;
+nothing is bolded unless its interval excludes zero. Then the decision rule it was
+planned under and its changes (t2.experiments.rulebook) and each arm's verdict under them
+(t2.experiments.paired); a report read before every planned run is in carries no verdict."""
 
 from __future__ import annotations
 
