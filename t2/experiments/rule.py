@@ -27,7 +27,7 @@ from t2.errors import ConfigError
 from t2.experiments.metrics import BY_KEY, Metric
 from t2.experiments.seeds import OverSeeds
 from t2.experiments.significance import Pooled
-from t2.experiments.stats import Difference
+from t2.experiments.stats import Difference, bracket
 
 DECIDE = {
     "paired_t": "better or worse when the paired t interval over seeds (level 1 - alpha) of "
@@ -104,10 +104,6 @@ def _word(diff: float, metric: Metric) -> str:
     return "better" if (diff < 0) == metric.lower_is_better else "worse"
 
 
-def _interval(d: Difference, digits: int) -> str:
-    return f"[{d.low:+.{digits}f}, {d.high:+.{digits}f}]"
-
-
 def decide(
     rule: Rule, over: OverSeeds, welch: Difference, pooled: Pooled | None, signs: list[int]
 ) -> tuple[str, str]:
@@ -121,14 +117,17 @@ def decide(
         if not d.has_interval:
             return UNDECIDED, f"{over.n} seed{'s' * (over.n != 1)} to pair: no interval"
         p = "" if over.p is None else f", p = {over.p:.2g}"
-        shown = f"{d.diff:+.{digits}f} {_interval(d, digits)} ({over.method}, {over.n} seeds{p})"
+        interval = bracket(d.low, d.high, digits)
+        shown = f"{d.diff:+.{digits}f} {interval} ({over.method}, {over.n} seeds{p})"
         if d.contains_zero():
             return UNDECIDED, f"{metric.title} {shown} holds 0"
         return _word(d.diff, metric), f"{metric.title} {shown} excludes 0"
     if pooled is None or not welch.has_interval:
         return UNDECIDED, "needs two seeds per arm and their paired sacreBLEU tests"
     p = pooled.p_better if welch.diff > 0 else pooled.p_worse
-    why = f"Welch's interval {_interval(welch, 2)}, pooled paired p = {p:.3g} that way"
+    why = (
+        f"Welch's interval {bracket(welch.low, welch.high, 2)}, pooled paired p = {p:.3g} that way"
+    )
     if welch.contains_zero() or p >= rule.alpha:
         return UNDECIDED, why
     if rule.decide == "same_sign" and len(set(signs)) > 1:

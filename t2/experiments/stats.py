@@ -47,6 +47,11 @@ class Difference:
         return self.has_interval and self.low <= 0.0 <= self.high  # type: ignore[operator]
 
 
+def bracket(low: float, high: float, digits: int) -> str:
+    """An interval as the reports print it: [-0.12, +1.56]."""
+    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
 def welch(arm: Sequence[float], baseline: Sequence[float], level: float = LEVEL) -> Difference:
     """The difference of means and its `level` interval from Welch's t (unequal variances,
     Welch-Satterthwaite degrees of freedom). Equal values on both sides give a point."""

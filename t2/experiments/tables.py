@@ -6,11 +6,7 @@ from __future__ import annotations
 from t2.experiments.metrics import Metric, by_seed
 from t2.experiments.runs import Run
 from t2.experiments.seeds import correlation, over_seeds
-from t2.experiments.stats import LEVEL, Difference, mean, sd
-
-
-def _interval(d: Difference, digits: int) -> str:
-    return f"[{d.low:+.{digits}f}, {d.high:+.{digits}f}]"
+from t2.experiments.stats import LEVEL, bracket, mean, sd
 
 
 def difference_cells(
@@ -23,8 +19,13 @@ def difference_cells(
     d = over.t
     if not d.has_interval:
         return [f"{d.diff:+.{digits}f}", "-", f"{over.method}, n={over.n}", "-", "no interval"]
-    boot = "-" if over.bootstrap is None else _interval(Difference(0, *over.bootstrap, 0), digits)
-    cells = [f"{d.diff:+.{digits}f}", _interval(d, digits), f"{over.method}, n={over.n}", boot]
+    boot = "-" if over.bootstrap is None else bracket(*over.bootstrap, digits)
+    cells = [
+        f"{d.diff:+.{digits}f}",
+        bracket(d.low, d.high, digits),
+        f"{over.method}, n={over.n}",
+        boot,
+    ]
     if interim:
         return [*cells, "interim: no verdict"]
     if d.contains_zero():
