@@ -37,3 +37,36 @@ def test_every_quoted_line_is_in_its_generated_file():
         assert not typed, f"{page.name} quotes lines its source does not have: {typed[:3]}"
         total += quoted
     assert total > 0  # the README quotes the report-004 study
+
+
+# a figure with decimals (36.52, +0.84, 0.0067), not a version (2.6.0) or part of a name
+FIGURE = re.compile(r"(?<![\w.])[+−-]?\d+\.\d+(?![\w.])")
+REPORT_004 = re.compile(r"^### Report 004 .*?(?=^### )", re.S | re.M)
+REPORT_004_SOURCES = [
+    "docs/results/report004/records/report.md",
+    "docs/results/report004/report.md",
+    "docs/results/report004/sweep.log",
+    "sweeps/report004_base_v2.yaml",
+]
+
+
+def untyped_figures(section: str, sources: str) -> list[str]:
+    """The figures of a section's prose (its quoted blocks left out) that its sources do not
+    have; − and - read alike, and a leading + is optional."""
+    prose = QUOTE.sub("", section).replace("−", "-")
+    have = sources.replace("−", "-")
+    return [f for f in FIGURE.findall(prose) if f not in have and f.lstrip("+") not in have]
+
+
+def test_a_figure_typed_into_the_prose_is_caught():
+    sources = "| v2 | +0.84 [+0.27, +1.41] |\nversion:2.6.0"
+    assert untyped_figures("v2 gains +0.84 (0.27 to 1.41); sacreBLEU 2.6.0", sources) == []
+    assert untyped_figures("v2 gains 0.85 BLEU", sources) == ["0.85"]
+
+
+def test_every_figure_in_report_004s_prose_comes_from_its_reports():
+    readme = QUOTE.sub("", (ROOT / "README.md").read_text(encoding="utf-8"))  # checked above
+    section = REPORT_004.search(readme)[0]
+    assert "#### The first sweep" in section  # the whole section, to the next one
+    sources = "\n".join((ROOT / p).read_text(encoding="utf-8") for p in REPORT_004_SOURCES)
+    assert not untyped_figures(section, sources)

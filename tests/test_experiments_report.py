@@ -17,7 +17,7 @@ from t2.commands import train as train_verb
 from t2.errors import ConfigError
 from t2.experiments.report import write_report
 from t2.experiments.runs import read_run
-from t2.experiments.sweep import dry_run, plan
+from t2.experiments.sweep import arms_scored_on_validation, dry_run, plan
 from t2.experiments.sweepfile import load_sweep
 from t2.recipes import load_config
 
@@ -93,17 +93,23 @@ def test_report_only_numbers_intervals_and_verdicts(hand_sweep):
     for arm, values in LOSSES.items():
         spread = f" ± {statistics.stdev(values):.4f}" if len(values) > 1 else ""
         assert rows[arm][:2] == [str(len(values)), f"{statistics.fmean(values):.4f}{spread}"]
-    assert rows["a"][3] == "baseline"
-    assert rows["same"][3] == "within noise" and "**" not in " ".join(rows["same"])
-    assert rows["better"][3] == "**better**"
-    low, high = (float(x) for x in rows["better"][2].split("[")[1].rstrip("]").split(", "))
-    assert high < 0 and low < statistics.fmean(LOSSES["better"]) - 3.41 < high
-    assert rows["short"][3] == "n=1, no interval"
-    bleu = table_rows(report, "validation BLEU")  # higher is better: the same arm wins
-    assert bleu["better"][3] == "**better**" and bleu["same"][3] == "within noise"
     planned = len(sweep.arms) * len(sweep.seeds)
     assert f"Not finished (2 of {planned}), left out: short seeds 2, 3. An interim look" in report
+    assert rows["a"][6] == "baseline" and rows["better"][6] == "interim: no verdict"
+    assert "**" not in report.split("## Results")[1].split("## Runs")[0]  # no verdict at all
+    sweep.path.write_text(SWEEP.replace("  short: {set: {model.dropout: 0.2}}\n", ""))
+    report = write_report(load_sweep(sweep.path), out, "cpu").read_text()  # every run in
+    rows = table_rows(report, "validation loss")
+    assert rows["a"][6] == "baseline"
+    assert rows["same"][6] == "within noise" and "**" not in " ".join(rows["same"])
+    assert rows["better"][6] == "**better**" and rows["better"][4] == "paired t, n=3"
+    low, high = (float(x) for x in rows["better"][3].strip("[]").split(", "))
+    assert high < 0 and low < statistics.fmean(LOSSES["better"]) - 3.41 < high
+    bleu = table_rows(report, "validation BLEU")  # higher is better: the same arm wins
+    assert bleu["better"][6] == "**better**" and bleu["same"][6] == "within noise"
+    assert "better: ahead in 3 of 3 seeds" in report
     assert "last validation record" in report  # the header says which numbers are used
+    assert "test = validation" not in report  # quickstart's task: splits are generated apart
     for line in report.splitlines():  # never a bold word on a table row inside the noise
         assert not (line.startswith("|") and "within noise" in line and "**" in line)
     assert (out / "plots" / "curves_by_step.png").stat().st_size > 10_000
@@ -152,6 +158,7 @@ def test_compare_table_numbers_and_older_runs(tmp_path, capsys):
     assert "| 3.5000 | 26.50 | 27.50 | 47.50 | - |" in line and "| - | - | - | - |" in line
     assert rows[0]["machine"] == "Some CPU, 2 threads" and rows[1]["machine"] == ""
     assert md.splitlines()[2] == stdout.splitlines()[0]  # printed = written
+    assert "test = validation" not in md  # task: and hf: sources: their splits differ
     assert sorted(p.name for p in out.glob("*.png")) == [
         "curves_by_step.png", "curves_by_time.png", "curves_by_tokens.png"]  # fmt: skip
 
@@ -273,3 +280,25 @@ def test_unfinished_runs_are_named_by_arm_with_seed_ranges():
 
     missing = [("base", s) for s in (3, 4, 5, 6, 9)] + [("v2", 7), ("v2", 8), ("x", 2)]
     assert _by_arm(missing) == "base seeds 3 to 6, 9; v2 seeds 7, 8; x seed 2"
+
+
+def test_a_test_split_that_is_the_validation_split_is_said_everywhere(tmp_path, capsys):
+    same = [
+        "data.valid=files:../shared/data/multi30k/val",
+        "data.test=files:../shared/data/multi30k/val",
+    ]
+    warning = load_config("multi30k").data.test_warning()  # at training's start-up
+    assert warning.startswith("warning: test = validation (data.test = data.valid = files:")
+    assert load_config("quickstart").data.test_warning() is None
+    assert not load_config("quickstart").data.test_is_valid  # task: splits differ
+    assert arms_scored_on_validation(load_sweep(ROOT / "sweeps" / "report004_base_v2.yaml")) == [
+        "base",
+        "v2",
+    ]
+    for seed in (1, 2):
+        fake_run(tmp_path / f"s{seed}", "quickstart", [f"train.seed={seed}", *same], 3.2)
+    code, _, err = t2(capsys, "compare", tmp_path / "s1", tmp_path / "s2", "--out", tmp_path / "c")
+    assert code == 0, err
+    md = (tmp_path / "c" / "compare.md").read_text()
+    assert "**test = validation** in 2 of 2 runs (data.test = data.valid = files:" in md
+    assert "not on held-out ones" in md

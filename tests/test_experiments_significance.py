@@ -1,25 +1,43 @@
 """Paired significance (t2.experiments.significance, sacreBLEU's tests): systems built to
-differ are told apart and systems built to tie are not; Fisher's pooling against its
-closed form; the verdict sentence follows the figures, "not distinguishable" included;
-the sweep report's section from runs' own test outputs."""
+differ are told apart and systems built to tie are not; each seed's test equals sacreBLEU's
+command line on the same files; Stouffer's directional pooling against its closed form, a
+significantly worse seed counting against the arm; the report's verdict section from
+runs' own test outputs, under each decision rule, and no verdict at an interim look."""
 
 from __future__ import annotations
 
-import math
+import json
 import random
+import subprocess
+import sys
+from statistics import NormalDist
 
 import pytest
 from test_experiments_report import fake_run
 
 from t2.experiments.paired import paired_section
+from t2.experiments.rule import Rule
 from t2.experiments.runs import read_run
-from t2.experiments.significance import Paired, paired_test, pooled_p, verdict
-from t2.experiments.stats import welch
+from t2.experiments.significance import Paired, paired_test, pool, signs
 from t2.rundir import RunDir
 from t2.rundir.layout import write_lines
 
-WORDS = ["the", "a", "dog", "cat", "runs", "sleeps", "on", "under", "red", "green", "small",
-         "big", "house", "tree"]  # fmt: skip
+WORDS = [
+    "the",
+    "a",
+    "dog",
+    "cat",
+    "runs",
+    "sleeps",
+    "on",
+    "under",
+    "red",
+    "green",
+    "small",
+    "big",
+    "house",
+    "tree",
+]
 
 
 def _corpus(n: int = 300, seed: int = 0) -> list[str]:
@@ -51,57 +69,54 @@ def test_systems_built_to_differ_are_told_apart_and_a_tie_is_not():
     arm = [c if i % 5 == 1 else e for i, (c, e) in enumerate(zip(cut, even, strict=True))]
     tie = paired_test(1, base, arm, even)  # as good, wrong on other lines
     assert abs(tie.delta) < 1 and tie.ar_p > 0.2 and tie.bootstrap_p > 0.2
-    assert verdict([tie], None)[0] == "not distinguishable at this budget"
     same = paired_test(1, good, list(good), refs)  # sacreBLEU: no difference is no chance
-    assert same.delta == 0 and verdict([same], None) == (
-        "not distinguishable at this budget", f"paired p = {same.ar_p:.3g} over 1 seed, but "
-        "BLEU is unchanged")  # fmt: skip
+    assert same.delta == 0 and signs([same]) == [] and pool([same]).p_better == 0.5
     with pytest.raises(ValueError, match="the same sentences"):
         paired_test(1, good[:-1], good, refs)
 
 
-def test_fisher_pooling_matches_its_closed_form():
-    """-2 (ln p1 + ln p2) is chi-squared with 4 degrees of freedom: P = e^(-x/2) (1 + x/2)."""
-    tests = [Paired(s, 30.0, 31.0, 1.0, 1.0, p, p, 100) for s, p in ((1, 0.01), (2, 0.04))]
-    x = -2 * (math.log(0.01) + math.log(0.04))
-    assert pooled_p(tests) == pytest.approx(math.exp(-x / 2) * (1 + x / 2), rel=1e-9)
-    assert pooled_p(tests[:1]) == 0.01
+def test_each_seeds_test_is_sacrebleus_command_line_on_the_same_files(tmp_path):
+    refs = _corpus(100)
+    base, arm = _damage(refs, 0.4, 1), _damage(refs, 0.3, 2)
+    for name, lines in (("refs", refs), ("base", base), ("arm", arm)):
+        (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n")
+    found = paired_test(1, base, arm, refs)
+    for flag, p in (("--paired-bs", found.bootstrap_p), ("--paired-ar", found.ar_p)):
+        cmd = [sys.executable, "-m", "sacrebleu", "refs.txt", "-i", "base.txt", "arm.txt"]
+        out = subprocess.run(
+            [*cmd, "-m", "bleu", flag, "--format", "json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        baseline, system = json.loads(out)
+        assert system["BLEU"]["score"] == pytest.approx(found.arm_bleu, abs=1e-9)
+        assert baseline["BLEU"]["score"] == pytest.approx(found.base_bleu, abs=1e-9)
+        assert system["BLEU"]["p_value"] == pytest.approx(p, abs=1e-12)
+        if flag == "--paired-bs":
+            assert system["BLEU"]["ci"] == pytest.approx(found.arm_ci, abs=1e-9)
 
 
 def _paired(seed: int, delta: float, p: float) -> Paired:
     return Paired(seed, 30.0, 30.0 + delta, 0.8, 0.8, p, p, 500)
 
 
-def test_the_verdict_follows_the_figures():
-    clear = [_paired(1, 1.2, 0.001), _paired(2, 0.9, 0.004), _paired(3, 1.1, 0.002)]
-    apart = welch([31.2, 30.9, 31.1], [30.0, 30.1, 29.9])
-    word, why = verdict(clear, apart)
-    assert word == "better" and "every seed the same way" in why and "excludes 0" in why
-    assert verdict([_paired(s, -d, p) for s, d, p in ((1, 1.2, 0.001), (2, 0.9, 0.004))],
-                   None)[0] == "worse"  # fmt: skip
-    cases = {
-        "not below 0.05": [_paired(1, 0.3, 0.4), _paired(2, 0.2, 0.5)],
-        "disagree in sign": [_paired(1, 1.5, 0.001), _paired(2, -1.4, 0.001)],
-    }
-    for reason, tests in cases.items():
-        word, why = verdict(tests, None)
-        assert word == "not distinguishable at this budget" and reason in why, why
-    noisy = welch([31.2, 29.0, 33.1], [30.0, 31.5, 28.9])  # seeds spread more than the change
-    word, why = verdict(clear, noisy)
-    assert word == "not distinguishable at this budget" and "holds 0" in why
-    # many seeds: one moves the other way, but the interval over seeds (the test the power
-    # plan sizes the sweep for) excludes 0, so the seed is counted, not a veto
-    deltas = [1.2, 0.9, 1.1, -0.3, 1.4, 0.8, 1.0, 1.3]
-    many = [_paired(s, d, 0.001 if d > 0 else 0.3) for s, d in enumerate(deltas, 1)]
-    base = [30.0, 30.4, 29.7, 30.2, 29.9, 30.1, 30.3, 29.8]
-    seeds = welch([b + d for b, d in zip(base, deltas, strict=True)], base)
-    assert seeds.low > 0
-    word, why = verdict(many, seeds)
-    assert word == "better" and "excludes 0" in why and "1 of 8 seeds the other way" in why
-    against = [_paired(s, -d, 0.001) for s, d in enumerate((1.2, 0.9, 1.1), 1)]
-    word, why = verdict(against, apart)  # the paired seeds worse, the means over seeds better
-    assert word == "not distinguishable at this budget" and "point different ways" in why
-    assert verdict([], None)[0] == "not distinguishable at this budget"
+def test_stouffers_pooling_has_a_direction():
+    """Stouffer's z is the sum of the seeds' normal quantiles over sqrt(k): two seeds each
+    better at one-sided p = 0.05 (two-sided 0.10) pool to z = 2 x 1.645 / sqrt(2) = 2.326,
+    p = 0.01; one better and one as significantly worse pool to z = 0, p = 0.5, where
+    Fisher's method on the two-sided p-values gave 0.05 (evidence for the arm)."""
+    z = 2 * NormalDist().inv_cdf(0.95) / 2**0.5
+    both = pool([_paired(1, 1.0, 0.10), _paired(2, 0.8, 0.10)])
+    assert both.z == pytest.approx(z, rel=1e-12) and both.p_better == pytest.approx(0.01, abs=1e-4)
+    assert both.p_worse == pytest.approx(1 - both.p_better, rel=1e-9)
+    against = pool([_paired(1, 1.0, 0.04), _paired(2, -1.0, 0.04)])
+    assert against.z == pytest.approx(0.0, abs=1e-12) and against.p_better == pytest.approx(0.5)
+    assert (against.better, against.worse, against.seeds) == (1, 1, 2)
+    worse = pool([_paired(1, -1.2, 0.001), _paired(2, -0.9, 0.004), _paired(3, 0.1, 0.9)])
+    assert worse.z < 0 and worse.p_worse < 0.01 and "arm is worse" in worse.text()
+    assert "per seed at 0.05: 0 better, 2 worse, 1 neither" in worse.text()
 
 
 def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
@@ -114,19 +129,17 @@ def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
             write_lines(RunDir(path).test_hyps, _damage(refs, share, seed))
             write_lines(RunDir(path).test_refs, refs)
             runs[arm].append(read_run(path))
-    text = paired_section("base", runs, lambda r: r.result("bleu"))
+    paired, same_sign = [("rule", Rule())], [("planned rule", Rule(decide="same_sign"))]
+    text = paired_section("base", runs, paired)
     assert "### arm vs base: not distinguishable at this budget" in text  # equal results.json
     assert "holds 0" in text and "| 1 | 200 |" in text and "| 2 | 200 |" in text
-    text = paired_section("base", runs, lambda r: None)  # no seed figures: the paired tests
-    assert "### arm vs base: better\n" in text
-    assert "### arm vs base: better (interim: 2 of 3 seeds)\n" in paired_section(
-        "base", runs, lambda r: None, planned=3
-    )  # a sweep read before its planned seeds are in says so beside the word
-    assert "interim" not in paired_section("base", runs, lambda r: None, planned=2)
-    apart = {"base": runs["base"][:1], "arm": runs["arm"][1:]}  # seeds 1 and 2: none shared
-    assert "(interim: 0 of 2 seeds)" in paired_section("base", apart, lambda r: None, planned=2)
+    assert "Stouffer's z = +" in text and "2 better, 0 worse" in text
+    text = paired_section("base", runs, [*same_sign, *paired])  # the last rule heads
+    assert "- planned rule: **not distinguishable at this budget**" in text
+    assert "### arm vs base: not distinguishable at this budget (rule; planned rule: not " in text
+    interim = paired_section("base", runs, paired, interim="3 of 4 runs")
+    assert "### arm vs base: interim look (3 of 4 runs): no verdict\n" in interim
+    assert "**" not in interim  # no verdict word anywhere
     (tmp_path / "arm" / "seed-2" / "test.refs.txt").write_text("other\n" * 200)
     runs["arm"][1] = read_run(tmp_path / "arm" / "seed-2")
-    assert "seed 2: the two runs' test sentences differ" in paired_section(
-        "base", runs, lambda r: None
-    )
+    assert "seed 2: the two runs' test sentences differ" in paired_section("base", runs, paired)

@@ -8,6 +8,19 @@ from dataclasses import dataclass
 from t2.errors import ConfigError
 from t2.section import AUTO, Section, count_or_auto
 
+# what a test split that is the validation split means, said wherever its figures are shown
+TEST_IS_VALID = (
+    "its test figures are scored on the sentences it validates on and picks its best "
+    "checkpoint by, not on held-out ones"
+)
+
+
+def same_split(valid: str, test: str) -> bool:
+    """Whether two data sources are the same sentences: the same files. An hf: or task:
+    source names a dataset whose valid and test splits differ (t2.data.sources)."""
+    return test == valid and test.startswith("files:")
+
+
 # what a run's config.yaml written before a key existed ran with, where the key's default
 # now means something else: runs saved before length buckets batched greedily
 SAVED_BEFORE = {"data.max_shapes": 0, "data.pad_multiple": 1, "data.length_multiple": 1}
@@ -49,6 +62,17 @@ class DataConfig(Section):
     task_eval_size: int = 500  # pairs generated for task:NAME valid and test splits
     max_train_pairs: int = 0  # keep only the first N training pairs (0: all)
     cache_dir: str = ""  # cleaned and tokenized data caches; empty: HF_DATASETS_CACHE/t2
+
+    @property
+    def test_is_valid(self) -> bool:
+        """The test split is the validation split: its figures are not held out."""
+        return same_split(self.valid, self.test)
+
+    def test_warning(self) -> str | None:
+        """The start-up warning of a run whose test split is its validation split."""
+        if not self.test_is_valid:
+            return None
+        return f"warning: test = validation (data.test = data.valid = {self.test}): {TEST_IS_VALID}"
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -17,8 +17,10 @@ from typing import Any
 
 from t2.atomic import atomic_text
 from t2.config import Config
+from t2.data.config import TEST_IS_VALID, same_split
 from t2.experiments.paired import paired_section
 from t2.experiments.plots import plot_curves
+from t2.experiments.rule import Rule
 from t2.experiments.runs import Run, flatten
 
 # keys that differ between runs without making them different experiments
@@ -132,6 +134,24 @@ def group_runs(runs: Sequence[Run]) -> dict[str, list[Path]]:
     return named
 
 
+def scored_on_validation(run: Run) -> bool:
+    """The run's test split is its validation split (t2.data.config.TEST_IS_VALID)."""
+    return same_split(str(run.config.get("data.valid")), str(run.config.get("data.test")))
+
+
+def validation_note(runs: Sequence[Run]) -> str:
+    """ "test = validation" and what it means, for the runs whose test split is their
+    validation split; empty when there are none."""
+    found = [r for r in runs if scored_on_validation(r)]
+    if not found:
+        return ""
+    sources = ", ".join(sorted({str(r.config["data.test"]) for r in found}))
+    return (
+        f"**test = validation** in {len(found)} of {len(runs)} runs (data.test = data.valid "
+        f"= {sources}): {TEST_IS_VALID}.\n"
+    )
+
+
 def write_text(path: Path, text: str) -> None:
     """Write atomically: a reader never sees half a file."""
     with atomic_text(path) as f:
@@ -149,12 +169,16 @@ def compare(runs: Sequence[Run], out_dir: Path, names: Sequence[str] | None = No
     if len(groups) > 1:
         by_path = {r.path: r for r in runs}
         settings = {label: [by_path[p] for p in paths] for label, paths in groups.items()}
-        text += "\n" + paired_section(next(iter(groups)), settings, lambda r: r.result("bleu"))
+        rule = [("t2's default rule", Rule())]
+        text += "\n" + paired_section(next(iter(groups)), settings, rule)
     plots = plot_curves(groups, out_dir)
     figures = "".join(f"\n![{p.stem}]({p.name})\n" for p in plots)
-    note = ("Best valid loss and BLEU: over every validation in metrics.jsonl; test BLEU "
-            "and chrF: results.json (the best checkpoint on the test split); wall time: "
-            "training, validation and checkpoints, cumulative over resumes.\n")  # fmt: skip
-    write_text(out_dir / "compare.md", f"# Runs compared\n\n{text}\n{note}{figures}")
+    note = (
+        "Best valid loss and BLEU: over every validation in metrics.jsonl; test BLEU "
+        "and chrF: results.json (the best checkpoint on the test split); wall time: "
+        "training, validation and checkpoints, cumulative over resumes.\n"
+    )
+    tested = validation_note(runs)
+    write_text(out_dir / "compare.md", f"# Runs compared\n\n{text}\n{tested}{note}{figures}")
     write_text(out_dir / "compare.csv", to_csv(headers, rows))
     return text

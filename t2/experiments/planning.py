@@ -4,7 +4,8 @@ The sweep file's `detect` key is the difference of test BLEU worth detecting (e.
 The seed-to-seed spread comes from the sweep's finished runs (the standard deviation of
 test BLEU over seeds, pooled over arms), or from a pilot: the baseline arm's first two
 seeds, which are runs of the sweep anyway. The plan is the fewest seeds per arm whose
-two-sided t-test finds that difference with 80% power at the 5% level (the noncentral t
+two-sided t-test finds that difference with the rule's power at its level (80% and 5%
+by default) (the noncentral t
 distribution, t2.experiments.stats.seeds_needed), and what training them costs at the
 finished runs' mean wall time. A sweep given fewer seeds is warned before it starts.
 """
@@ -35,13 +36,18 @@ class Plan:
     arms: int
     run_seconds: float | None  # mean wall time of a finished run
     at_once: int = 1  # runs trained side by side (--jobs)
+    power: float = POWER  # the decision rule's
+    alpha: float = 0.05
 
     @property
     def enough(self) -> bool | None:
         return None if self.needed is None else self.given >= self.needed
 
     def text(self) -> str:
-        head = f"power plan: detect {self.difference:g} test BLEU at {POWER:.0%} power (5% level)"
+        head = (
+            f"power plan: detect {self.difference:g} test BLEU at {self.power:.0%} power "
+            f"({self.alpha:.0%} level)"
+        )
         if self.needed is None:
             pilot = "t2 sweep FILE --plan trains a pilot (the baseline's first two seeds)"
             return f"{head}: no arm has two finished seeds to measure the seed spread; {pilot}"
@@ -58,11 +64,15 @@ class Plan:
                 f" runs{cost}); the sweep gives {self.given}: {verdict}. "
                 f"{self.uncertainty()}")  # fmt: skip
 
+    def seeds(self, spread: float) -> int:
+        """The seeds per arm that `spread` asks for, at the rule's power and level."""
+        return seeds_needed(spread, self.difference, self.power, level=1.0 - self.alpha)
+
     def uncertainty(self) -> str:
         """How far the plan could move: the spread's interval on its degrees of freedom
         and the seeds its ends ask for (a pilot of two runs has one degree of freedom)."""
         low, high = spread_interval(self.spread, self.df)  # type: ignore[arg-type]
-        few, many = (seeds_needed(x, self.difference) for x in (low, high))
+        few, many = (self.seeds(x) for x in (low, high))
         more = " (a wide range: plan again when more runs have finished)" if many > 2 * few else ""
         return (f"The spread is measured on {self.df} degree{'s' * (self.df > 1)} of freedom: "
                 f"its {SPREAD_LEVEL:.0%} interval {low:.2f} to {high:.2f} BLEU asks {few} to "
@@ -87,11 +97,24 @@ def make_plan(sweep: Sweep, out: Path, at_once: int = 1) -> Plan:
     cost for `at_once` runs side by side."""
     runs, _ = collect(sweep, out)
     spread, used, df = pooled_spread(runs)
-    needed = None if spread is None else seeds_needed(spread, sweep.detect)
+    rule = sweep.rule
+    level = 1.0 - rule.alpha
+    needed = None if spread is None else seeds_needed(spread, sweep.detect, rule.power, level=level)
     walls = [w for rs in runs.values() for r in rs if (w := r.final("elapsed_s")) is not None]
     seconds = sum(walls) / len(walls) if walls else None
+    given, arms = len(sweep.seeds), len(sweep.arms)
     return Plan(
-        sweep.detect, spread, used, df, needed, len(sweep.seeds), len(sweep.arms), seconds, at_once
+        sweep.detect,
+        spread,
+        used,
+        df,
+        needed,
+        given,
+        arms,
+        seconds,
+        at_once,
+        rule.power,
+        rule.alpha,
     )
 
 

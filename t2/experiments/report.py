@@ -1,42 +1,28 @@
 """A sweep's report, generated from its runs' own files: per arm the mean and standard
-deviation over seeds, the difference to the baseline arm with a 95% interval (Welch's t),
-and "within noise" where that interval contains zero. Nothing is bolded unless its
-interval excludes zero."""
+deviation over seeds, the difference to the baseline arm with a 95% interval paired by
+seed (t2.experiments.tables), and "within noise" where that interval contains zero;
+nothing is bolded unless its interval excludes zero. Then the decision rule it was
+planned under and its changes (t2.experiments.rulebook) and each arm's verdict under them
+(t2.experiments.paired); a report read before every planned run is in carries no verdict."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from t2.experiments.compare import count, duration, write_text
+from t2.experiments.compare import count, duration, validation_note, write_text
+from t2.experiments.metrics import METRICS
 from t2.experiments.paired import paired_section
 from t2.experiments.plots import plot_curves
 from t2.experiments.robust import SENTENCES, robustness_tables
+from t2.experiments.rule import Rule
+from t2.experiments.rulebook import Rulebook, rule_section, rules_to_render
 from t2.experiments.runs import Run, read_run
-from t2.experiments.significance import ALPHA
-from t2.experiments.stats import LEVEL, mean, sd, welch
+from t2.experiments.stats import LEVEL, mean
 from t2.experiments.sweepfile import Sweep
+from t2.experiments.tables import metric_table
 from t2.rundir import RunDir
 
-
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    title: str
-    value: Callable[[Run], float | None]
-    lower_is_better: bool
-    digits: int
-
-
-METRICS = [
-    Metric("valid_loss", "validation loss", lambda r: r.last_valid("valid_loss"), True, 4),
-    Metric("valid_bleu", "validation BLEU", lambda r: r.last_valid("valid_bleu"), False, 2),
-    Metric("valid_chrf", "validation chrF", lambda r: r.last_valid("valid_chrf"), False, 2),
-    Metric("test_bleu", "test BLEU", lambda r: r.result("bleu"), False, 2),
-    Metric("test_chrf", "test chrF", lambda r: r.result("chrf"), False, 2),
-]
 ENDED = {"steps": "steps", "tokens": "train_tokens", "time": "elapsed_s"}
 
 
@@ -55,43 +41,6 @@ def collect(sweep: Sweep, out: Path) -> tuple[dict[str, list[Run]], list[tuple[s
     return runs, missing
 
 
-def verdict(values: list[float], base: list[float], metric: Metric) -> tuple[str, str]:
-    """(the difference with its interval, a word): the word is "within noise" when the
-    interval contains zero; better or worse (bold) only when it does not."""
-    d, digits = welch(values, base, LEVEL), metric.digits
-    if not d.has_interval:
-        return f"{d.diff:+.{digits}f}", "n=1, no interval"
-    shown = f"{d.diff:+.{digits}f} [{d.low:+.{digits}f}, {d.high:+.{digits}f}]"
-    if d.contains_zero():
-        return shown, "within noise"
-    return shown, "**better**" if (d.diff < 0) == metric.lower_is_better else "**worse**"
-
-
-def metric_table(sweep: Sweep, runs: dict[str, list[Run]], metric: Metric) -> str | None:
-    values = {
-        arm: [v for r in rs if (v := metric.value(r)) is not None] for arm, rs in runs.items()
-    }
-    if not any(values.values()):
-        return None
-    base = values[sweep.baseline]
-    lines = [f"### {metric.title}\n", f"| arm | n | mean ± sd | Δ vs {sweep.baseline} "
-             f"[{LEVEL:.0%} interval] | verdict |", "|---|---|---|---|---|"]  # fmt: skip
-    for arm, vs in values.items():
-        if not vs:
-            lines.append(f"| {arm} | 0 | - | - | no finished run |")
-            continue
-        spread, digits = sd(vs), metric.digits
-        cell = f"{mean(vs):.{digits}f}" + ("" if spread is None else f" ± {spread:.{digits}f}")
-        if arm == sweep.baseline:
-            diff, word = "-", "baseline"
-        elif not base:
-            diff, word = "-", "no baseline run"
-        else:
-            diff, word = verdict(vs, base, metric)
-        lines.append(f"| {arm} | {len(vs)} | {cell} | {diff} | {word} |")
-    return "\n".join(lines) + "\n"
-
-
 def _mean_of(runs: list[Run], key: str) -> float | None:
     values = [v for r in runs if (v := r.final(key)) is not None]
     return mean(values) if values else None
@@ -101,8 +50,12 @@ def arms_table(sweep: Sweep, runs: dict[str, list[Run]]) -> str:
     """Where the runs ended (means over seeds), the compare_at axis first."""
     order = [sweep.compare_at] + [a for a in ENDED if a != sweep.compare_at]
     titles = {"steps": "steps", "tokens": "train tokens", "time": "wall time"}
-    lines = ["| arm | recipe | overrides | parameters | " + " | ".join(titles[a] for a in order)
-             + " | stopped by |", "|---|---|---|---|" + "---|" * (len(order) + 1)]  # fmt: skip
+    lines = [
+        "| arm | recipe | overrides | parameters | "
+        + " | ".join(titles[a] for a in order)
+        + " | stopped by |",
+        "|---|---|---|---|" + "---|" * (len(order) + 1),
+    ]
     for arm in sweep.arms:
         rs = runs[arm.name]
         cells = []
@@ -111,9 +64,11 @@ def arms_table(sweep: Sweep, runs: dict[str, list[Run]]) -> str:
             cells.append("-" if v is None else duration(v) if axis == "time" else f"{v:,.0f}")
         params = {r.parameters for r in rs} - {None}
         stopped = sorted({str(r.result("stopped_by")) for r in rs if r.result("stopped_by")})
-        lines.append(f"| {arm.name} | {arm.recipe} | {', '.join(arm.own) or '-'} | "
-                     f"{', '.join(count(p) for p in sorted(params)) or '-'} | "
-                     f"{' | '.join(cells)} | {', '.join(stopped) or '-'} |")  # fmt: skip
+        lines.append(
+            f"| {arm.name} | {arm.recipe} | {', '.join(arm.own) or '-'} | "
+            f"{', '.join(count(p) for p in sorted(params)) or '-'} | "
+            f"{' | '.join(cells)} | {', '.join(stopped) or '-'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -140,20 +95,33 @@ def runs_table(runs: dict[str, list[Run]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _header(sweep: Sweep, out: Path) -> str:
+def _header(sweep: Sweep, out: Path, runs: dict[str, list[Run]]) -> str:
     budget = ", ".join(sweep.budget) or "each recipe's own train.max_steps"
+    signatures = sorted(
+        {
+            str(r.result("bleu_signature"))
+            for rs in runs.values()
+            for r in rs
+            if r.result("bleu_signature")
+        }
+    )
+    signature = f" BLEU signature `{'`, `'.join(signatures)}`." if signatures else ""
     return (
         f"# Sweep {sweep.name}\n\n"
         f"Sweep file `{sweep.path}`, runs in `{out}`: {len(sweep.arms)} arms x seeds "
         f"{list(sweep.seeds)}; budget {budget}; compared at the end of the budget "
         f"(axis: {sweep.compare_at}).\n\n"
         f"Which numbers: each run's validation loss, BLEU and chrF are those of its **last "
-        f"validation record** in metrics.jsonl (the end of its budget); test BLEU and chrF "
-        f"are results.json's (the best checkpoint on the test split). Per arm: mean ± "
-        f"sample standard deviation over seeds; Δ: the arm's mean minus the baseline's, with "
-        f"a {LEVEL:.0%} interval from Welch's t (unequal variances). *within noise*: the "
-        f"interval contains zero, and no arm is called better or worse (only an interval "
-        f"that excludes zero is bolded). n=1: no interval, nothing concluded.\n"
+        f"validation record** in metrics.jsonl (the end of its budget; validation BLEU and "
+        f"chrF are greedy, on the first train.valid_bleu_sentences validation pairs); test "
+        f"BLEU and chrF are results.json's (the best checkpoint on the test split).{signature} "
+        f"Per arm: mean ± sample standard deviation over seeds. Δ: the arm's mean minus the "
+        f"baseline's, with a {LEVEL:.0%} interval **paired by seed** on the seeds both arms "
+        f"have (Student's paired t, and beside it a percentile bootstrap over seeds of the "
+        f"mean difference); Welch's t, labelled unpaired, only when they share no seed. "
+        f"*within noise*: the interval contains zero, and no arm is called better or worse "
+        f"(only an interval that excludes zero is bolded). n=1: no interval, nothing "
+        f"concluded.\n\n"
     )
 
 
@@ -175,26 +143,47 @@ def _by_arm(missing: list[tuple[str, int]]) -> str:
     return "; ".join(parts)
 
 
+def _interim(sweep: Sweep, missing: list[tuple[str, int]]) -> str:
+    planned = len(sweep.arms) * len(sweep.seeds)
+    return (
+        f"Not finished ({len(missing)} of {planned}), left out: {_by_arm(missing)}. An "
+        f"interim look carries **no verdict**: the sweep is read once, when every planned "
+        f"run is in; a sweep stopped at the first look that clears its level calls false "
+        f"differences more often than that level.\n"
+    )
+
+
 def render(
-    sweep: Sweep, out: Path, plots: list[Path], robustness: str | None, power: str | None = None
+    sweep: Sweep,
+    out: Path,
+    plots: list[Path],
+    robustness: str | None,
+    power: str | None = None,
+    book: Rulebook | None = None,
+    accept: bool = False,
 ) -> str:
+    """The report's Markdown; `book`: the rule recorded with the first run (none: the
+    sweep file's rule, said to be unrecorded), `accept`: --rule-changed."""
     runs, missing = collect(sweep, out)  # read again: cheap, and render stands alone
-    parts = [_header(sweep, out)]
+    planned = len(sweep.arms) * len(sweep.seeds)
+    interim = f"{planned - len(missing)} of {planned} runs" if missing else None
+    parts = [_header(sweep, out, runs) + validation_note([r for rs in runs.values() for r in rs])]
     if missing:
-        planned = len(sweep.arms) * len(sweep.seeds)
+        parts.append(_interim(sweep, missing))
+    if book is None:
+        rules: list[tuple[str, Rule]] = [("the sweep file's rule", sweep.rule)]
         parts.append(
-            f"Not finished ({len(missing)} of {planned}), left out: {_by_arm(missing)}. An "
-            f"interim look: read every verdict again when all runs are in, as the sweep was "
-            f"planned; stopping at the first look that clears the {ALPHA} level calls false "
-            f"differences more often than that.\n"
+            f"## Decision rule\n\nNot recorded with the first run; the sweep "
+            f"file's: {sweep.rule.describe()}.\n"
         )
+    else:
+        rules = rules_to_render(book, sweep.rule, accept)
+        parts.append(rule_section(book, sweep.rule, accept))
     parts.append("## Arms\n\n" + arms_table(sweep, runs) + "\n" + machines(runs))
     parts.append("## Results\n")
-    parts += [t for m in METRICS if (t := metric_table(sweep, runs, m)) is not None]
+    parts += [t for m in METRICS if (t := metric_table(sweep.baseline, runs, m, bool(interim)))]
     if len(runs) > 1:
-        parts.append(
-            paired_section(sweep.baseline, runs, lambda r: r.result("bleu"), len(sweep.seeds))
-        )
+        parts.append(paired_section(sweep.baseline, runs, rules, interim))
     if power is not None:
         parts.append(f"## Power\n\nFrom this sweep's finished runs (`t2 sweep --plan`): {power}\n")
     if robustness is not None:
@@ -206,15 +195,21 @@ def render(
         )
     parts.append("## Runs\n\n" + runs_table(runs))
     if plots:
-        parts.append("## Curves\n\n" + "".join(f"![{p.stem}]({p.relative_to(out)})\n\n"
-                                              for p in plots))  # fmt: skip
+        shown = [f"![{p.stem}]({p.relative_to(out)})\n\n" for p in plots]
+        parts.append("## Curves\n\n" + "".join(shown))
     return "\n".join(parts)
 
 
-def write_report(sweep: Sweep, out: Path, device: str, power: str | None = None) -> Path:
+def write_report(
+    sweep: Sweep,
+    out: Path,
+    device: str,
+    power: str | None = None,
+    book: Rulebook | None = None,
+    accept: bool = False,
+) -> Path:
     """OUT/report.md, with the curves (one colour per arm) in OUT/plots/ and, given, the
-    power plan's text from the same runs (t2.experiments.planning)."""
-
+    power plan's text from the same runs (t2.experiments.planning) and the rule record."""
     runs, _ = collect(sweep, out)
     groups = {arm: [r.path for r in rs] for arm, rs in runs.items() if rs}
     plots = plot_curves(groups, out / "plots") if groups else []
@@ -223,5 +218,5 @@ def write_report(sweep: Sweep, out: Path, device: str, power: str | None = None)
     plots = first + [p for p in plots if p not in first]
     robustness = robustness_tables(runs, device) if sweep.robustness else None
     path = out / "report.md"
-    write_text(path, render(sweep, out, plots, robustness, power))
+    write_text(path, render(sweep, out, plots, robustness, power, book, accept))
     return path

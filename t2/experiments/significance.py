@@ -3,29 +3,24 @@
 mean and 95% confidence interval, and approximate randomization (Riezler & Maxwell 2005),
 with its p-value. A run's test translations and references are written by training
 (RUN/test.hyps.txt, RUN/test.refs.txt, t2.rundir's layout); two runs of one seed share
-their test sentences, so each seed gives one paired comparison, and the seeds are pooled
-(Fisher's method over the approximate-randomization p-values, scipy's combine_pvalues).
+their test sentences, so each seed gives one paired comparison.
 
-The verdict says "better" or "worse" only when the pooled paired test rejects equality at
-ALPHA and, with two seeds or more per arm, Welch's interval over seeds excludes zero (a
-paired test sees the test set's sampling noise, not the seed-to-seed spread that Narang et
-al. 2021 found as large as most modifications); Welch's test is the one the power plan
-sizes a sweep for, so seeds that move the other way are counted in the sentence, not a
-veto: with enough seeds some always do. With one seed per arm, the paired tests decide
-and must agree in sign. Otherwise "not distinguishable at this budget", with the reason.
+The seeds are pooled with their direction: each seed's two-sided approximate-randomization
+p becomes a one-sided p for "the arm is better" (a seed where the arm is significantly
+worse gives a p near 1, evidence against it), and Stouffer's method combines them
+(scipy.stats.combine_pvalues(method="stouffer")). Fisher's method on two-sided p-values,
+which t2 used before, counted a significantly worse seed as evidence for the arm. The
+verdict itself is the sweep's decision rule's (t2.experiments.rule).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import scipy.stats
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
-
-from t2.experiments.stats import Difference
 
 ALPHA = 0.05  # the level every verdict is taken at
 BOOTSTRAP_SAMPLES = 1000  # sacreBLEU's default for --paired-bs
@@ -53,8 +48,9 @@ class Paired:
 def paired_test(seed: int, base: Sequence[str], arm: Sequence[str], refs: Sequence[str]) -> Paired:
     """sacreBLEU's paired bootstrap and approximate randomization of `arm` against `base`."""
     if not (len(base) == len(arm) == len(refs)) or not refs:
-        raise ValueError(f"paired systems need the same sentences: {len(base)}, {len(arm)}, "
-                         f"{len(refs)}")  # fmt: skip
+        raise ValueError(
+            f"paired systems need the same sentences: {len(base)}, {len(arm)}, {len(refs)}"
+        )
     systems, metric = [("base", list(base)), ("arm", list(arm))], {"BLEU": BLEU()}
     _, bs = PairedTest(systems, metric, [list(refs)], "bs", BOOTSTRAP_SAMPLES)()
     _, ar = PairedTest(systems, metric, [list(refs)], "ar", AR_TRIALS)()
@@ -62,48 +58,57 @@ def paired_test(seed: int, base: Sequence[str], arm: Sequence[str], refs: Sequen
     return Paired(seed, b.score, a.score, b.ci, a.ci, a.p_value, a_ar.p_value, len(refs))
 
 
-def pooled_p(tests: Sequence[Paired]) -> float:
-    """Fisher's combination of the seeds' approximate-randomization p-values."""
-    if len(tests) == 1:
-        return tests[0].ar_p
-    return float(scipy.stats.combine_pvalues([t.ar_p for t in tests], method="fisher").pvalue)
+def one_sided(test: Paired) -> float:
+    """The seed's p for "the arm is no better than the baseline": half the two-sided
+    approximate-randomization p where the arm scored higher, one minus that half where it
+    scored lower (a seed significantly worse gives a p near 1), 0.5 on a tie."""
+    if test.delta > 0:
+        return test.ar_p / 2.0
+    return 1.0 - test.ar_p / 2.0 if test.delta < 0 else 0.5
 
 
-def verdict(tests: Sequence[Paired], seeds: Difference | None) -> tuple[str, str]:
-    """("better" | "worse" | "not distinguishable at this budget", why) of an arm against
-    the baseline, from its seeds' paired tests and Welch's interval over seeds (`seeds`,
-    None or without interval with one seed per arm)."""
-    if not tests:
-        return "not distinguishable at this budget", "no seed has both runs' test outputs"
-    p, mean_delta = pooled_p(tests), sum(t.delta for t in tests) / len(tests)
-    pooled = f"paired p = {p:.3g} over {len(tests)} seed{'s' * (len(tests) > 1)}"
-    signs = [math.copysign(1.0, t.delta) for t in tests if t.delta != 0.0]
-    if p >= ALPHA:
-        return "not distinguishable at this budget", f"{pooled} (not below {ALPHA})"
-    if not signs:  # sacreBLEU gives equal outputs a tiny p (multeval's rule): no change
-        return "not distinguishable at this budget", f"{pooled}, but BLEU is unchanged"
-    if seeds is None or not seeds.has_interval:  # the paired tests are all there is
-        if len(set(signs)) > 1:
-            return "not distinguishable at this budget", f"{pooled}, but the seeds disagree in sign"
-        word = "better" if mean_delta > 0 else "worse"
-        return word, f"BLEU {mean_delta:+.2f}: {pooled}, every seed the same way"
-    # with seeds to measure their spread, Welch's interval decides: the test the power
-    # plan sizes the sweep for (t2.experiments.planning); a seed moving the other way
-    # is the spread that interval already holds, so it is reported, not a veto
-    interval = f"the interval over seeds [{seeds.low:+.2f}, {seeds.high:+.2f}]"
-    if seeds.contains_zero():
-        return ("not distinguishable at this budget",
-                f"{pooled}, but {interval} holds 0: the seed-to-seed spread is as large as "
-                f"the change")  # fmt: skip
-    if (seeds.diff > 0) != (mean_delta > 0):
-        return ("not distinguishable at this budget",
-                f"{pooled}, but the paired seeds ({mean_delta:+.2f}) and the means over seeds "
-                f"({seeds.diff:+.2f}) point different ways")  # fmt: skip
-    against = sum(s != math.copysign(1.0, seeds.diff) for s in signs)
-    ways = "every seed the same way" if not against else (
-        f"{against} of {len(tests)} seeds the other way")  # fmt: skip
-    word = "better" if seeds.diff > 0 else "worse"
-    return word, f"BLEU {seeds.diff:+.2f}: {interval} excludes 0 and {pooled} ({ways})"
+@dataclass(frozen=True)
+class Pooled:
+    """The seeds' paired tests pooled with their direction: Stouffer's z over one-sided
+    p-values (scipy's combine_pvalues), and per-seed counts at ALPHA."""
+
+    z: float  # > 0: the seeds together lean to the arm
+    p_better: float  # one-sided: that the arm is better
+    p_worse: float  # one-sided: that the arm is worse
+    better: int  # seeds significantly better (two-sided AR p < ALPHA)
+    worse: int
+    seeds: int
+
+    def text(self) -> str:
+        way, p = ("better", self.p_better) if self.z >= 0 else ("worse", self.p_worse)
+        neither = self.seeds - self.better - self.worse
+        return (
+            f"Stouffer's z = {self.z:+.2f} over {self.seeds} seed{'s' * (self.seeds > 1)}, "
+            f"one-sided p = {p:.3g} that the arm is {way}; per seed at {ALPHA}: "
+            f"{self.better} better, {self.worse} worse, {neither} neither"
+        )
+
+
+def pool(tests: Sequence[Paired]) -> Pooled:
+    """Stouffer's method on the seeds' one-sided p-values, each way: a seed where the arm
+    is significantly worse counts against it."""
+    up = [one_sided(t) for t in tests]
+    better = scipy.stats.combine_pvalues(up, method="stouffer")
+    worse = scipy.stats.combine_pvalues([1.0 - p for p in up], method="stouffer")
+    significant = [t for t in tests if t.ar_p < ALPHA and t.delta != 0.0]
+    return Pooled(
+        float(better.statistic),
+        float(better.pvalue),
+        float(worse.pvalue),
+        sum(t.delta > 0 for t in significant),
+        sum(t.delta < 0 for t in significant),
+        len(tests),
+    )
+
+
+def signs(tests: Sequence[Paired]) -> list[int]:
+    """+1 / -1 per seed whose BLEU moved (a tie moves neither way)."""
+    return [1 if t.delta > 0 else -1 for t in tests if t.delta != 0.0]
 
 
 Outputs = dict[int, tuple[list[str], list[str]]]  # seed -> (test translations, references)

@@ -47,6 +47,11 @@ class Difference:
         return self.has_interval and self.low <= 0.0 <= self.high  # type: ignore[operator]
 
 
+def bracket(low: float, high: float, digits: int) -> str:
+    """An interval as the reports print it: [-0.12, +1.56]."""
+    return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
 def welch(arm: Sequence[float], baseline: Sequence[float], level: float = LEVEL) -> Difference:
     """The difference of means and its `level` interval from Welch's t (unequal variances,
     Welch-Satterthwaite degrees of freedom). Equal values on both sides give a point."""
@@ -78,11 +83,13 @@ def power(n: int, spread: float, difference: float, level: float = LEVEL) -> flo
     return float(scipy.stats.nct.sf(crit, df, ncp) + scipy.stats.nct.cdf(-crit, df, ncp))
 
 
-def seeds_needed(spread: float, difference: float, target: float = POWER, most: int = 1000) -> int:
-    """The fewest seeds per arm whose t-test has `target` power for `difference`; `most`
-    + 1 when even `most` seeds do not."""
-    return next((n for n in range(2, most + 1) if power(n, spread, difference) >= target),
-                most + 1)  # fmt: skip
+def seeds_needed(
+    spread: float, difference: float, target: float = POWER, most: int = 1000, level: float = LEVEL
+) -> int:
+    """The fewest seeds per arm whose t-test at `level` has `target` power for
+    `difference`; `most` + 1 when even `most` seeds do not."""
+    enough = (n for n in range(2, most + 1) if power(n, spread, difference, level) >= target)
+    return next(enough, most + 1)
 
 
 SPREAD_LEVEL = 0.8  # confidence of the interval on a measured seed spread that plans print

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from t2.data.config import TEST_IS_VALID
 from t2.errors import ConfigError, T2Error
 from t2.experiments.compare import duration
 from t2.experiments.jobs import Slot
@@ -51,6 +52,21 @@ def check_finished(sweep: Sweep, arm: Arm, seed: int, run_dir: Path) -> None:
             f"{run_dir} was trained with {shown}; restore the sweep file, or remove the "
             f"folder to retrain it, or pass another --out"
         )
+
+
+def finished(sweep: Sweep, out: Path) -> int:
+    """How many of the sweep's runs in `out` are finished."""
+    runs = [sweep.run_dir(out, arm, seed) for arm in sweep.arms for seed in sweep.seeds]
+    return sum(status(path) == "finished" for path in runs)
+
+
+def arms_scored_on_validation(sweep: Sweep) -> list[str]:
+    """The arms whose test split is their validation split."""
+    configs = {
+        arm.name: load_config(arm.recipe, sweep.overrides(arm, sweep.seeds[0]))
+        for arm in sweep.arms
+    }
+    return [name for name, cfg in configs.items() if cfg.data.test_is_valid]
 
 
 def plan(sweep: Sweep, out: Path) -> list[tuple[Arm, int, str]]:
@@ -111,6 +127,8 @@ def run_sweep(
     what = f"{len(sweep.arms)} arms x {len(sweep.seeds)} seeds" if only is None else "a pilot"
     print(f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
           f"{len(todo)} to train in {out}{at_once}", flush=True)  # fmt: skip
+    if same := arms_scored_on_validation(sweep):
+        print(f"warning: test = validation in arms {', '.join(same)}: {TEST_IS_VALID}", flush=True)
     if sweep.detect is not None and only is None:
         print(make_plan(sweep, out, len(places) if places else 1).text(), flush=True)
     free: queue.SimpleQueue = queue.SimpleQueue()

@@ -8,7 +8,12 @@
     baseline: base           # the arm the others are compared with; default: the first
     set: {train.eval_every: 50}  # overrides for every arm (optional)
     robustness: false        # true: report 003's suite on each run, in the report
-    detect: 0.5              # test BLEU difference to detect: t2 sweep --plan's power plan
+    rule:                    # the decision rule, fixed before the first run (t2.experiments.rule)
+      metric: test_bleu      # the figure the verdict is on
+      detect: 0.5            # the smallest difference that matters: t2 sweep --plan's target
+      alpha: 0.05
+      power: 0.8
+      decide: paired_t       # the paired t interval over seeds excludes 0
     arms:
       base: {}
       rope: {set: {model.positional: rope}}
@@ -30,10 +35,22 @@ import yaml
 
 from t2.config import check_keys, load_yaml
 from t2.errors import ConfigError
+from t2.experiments.rule import Rule, parse_rule
 from t2.recipes import load_config
 
-KEYS = ("name", "base", "seeds", "budget", "compare_at", "baseline", "set", "robustness",
-        "detect", "arms")  # fmt: skip
+KEYS = (
+    "name",
+    "base",
+    "seeds",
+    "budget",
+    "compare_at",
+    "baseline",
+    "set",
+    "robustness",
+    "detect",
+    "rule",
+    "arms",
+)
 BUDGET = {"max_steps": "train.max_steps", "max_minutes": "train.max_minutes",
           "max_train_tokens": "train.max_train_tokens"}  # fmt: skip
 AXIS = {"max_steps": "steps", "max_train_tokens": "tokens", "max_minutes": "time"}
@@ -63,7 +80,12 @@ class Sweep:
     baseline: str
     arms: tuple[Arm, ...]
     robustness: bool
-    detect: float | None = None  # the test BLEU difference the sweep should detect
+    rule: Rule = Rule()  # the decision rule the sweep file states
+
+    @property
+    def detect(self) -> float | None:
+        """The smallest difference that matters: the power plan's target."""
+        return self.rule.detect
 
     def run_dir(self, out: Path, arm: Arm, seed: int) -> Path:
         return Path(out) / arm.name / f"seed-{seed}"
@@ -172,12 +194,10 @@ def parse_sweep(raw: Any, path: Path) -> Sweep:
                           f"{', '.join(COMPARE_AT)}")  # fmt: skip
     if not isinstance(raw.get("robustness", False), bool):
         raise ConfigError(f"{where}: robustness must be true or false")
-    detect = raw.get("detect")
-    if detect is not None and (isinstance(detect, bool) or not isinstance(detect, (int, float))
-                               or detect <= 0):  # fmt: skip
-        raise ConfigError(f"{where}: detect must be a positive BLEU difference, e.g. 0.5")
-    return Sweep(path, name, _seeds(raw.get("seeds"), where), budget, compare_at, baseline,
-                 arms, raw.get("robustness", False), detect)  # fmt: skip
+    rule = parse_rule(raw.get("rule"), raw.get("detect"), where)
+    seeds = _seeds(raw.get("seeds"), where)
+    robustness = raw.get("robustness", False)
+    return Sweep(path, name, seeds, budget, compare_at, baseline, arms, robustness, rule)
 
 
 def load_sweep(path: str | Path) -> Sweep:

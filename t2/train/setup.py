@@ -213,6 +213,8 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     check_run_dir(run, cfg, resume)
     if accelerator.is_main_process:
         print(plan.line(), flush=True)
+        if warning := cfg.data.test_warning():
+            print(warning, flush=True)
     set_seed(cfg.train.seed)
     with accelerator.main_process_first():  # the main process cleans and caches, others reuse
         # every split is read (and cached) before any work: a bad test source fails now,

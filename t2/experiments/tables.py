@@ -1,0 +1,81 @@
+"""The report's results tables: per figure and arm, n, mean ± sd over seeds, and the
+difference to the baseline with its interval, paired by seed (t2.experiments.seeds)."""
+
+from __future__ import annotations
+
+from t2.experiments.metrics import Metric, by_seed
+from t2.experiments.runs import Run
+from t2.experiments.seeds import correlation, over_seeds
+from t2.experiments.stats import LEVEL, bracket, mean, sd
+
+
+def difference_cells(
+    vs: dict[int, float], base: dict[int, float], metric: Metric, interim: bool
+) -> list[str]:
+    """Δ, its interval, how it was made, the bootstrap over seeds and the word: "within
+    noise" when the interval contains zero, better or worse (bold) only when it does
+    not, and no word at all at an interim look."""
+    over, digits = over_seeds(vs, base, LEVEL), metric.digits
+    d = over.t
+    if not d.has_interval:
+        return [f"{d.diff:+.{digits}f}", "-", f"{over.method}, n={over.n}", "-", "no interval"]
+    boot = "-" if over.bootstrap is None else bracket(*over.bootstrap, digits)
+    cells = [
+        f"{d.diff:+.{digits}f}",
+        bracket(d.low, d.high, digits),
+        f"{over.method}, n={over.n}",
+        boot,
+    ]
+    if interim:
+        return [*cells, "interim: no verdict"]
+    if d.contains_zero():
+        return [*cells, "within noise"]
+    return [*cells, "**better**" if (d.diff < 0) == metric.lower_is_better else "**worse**"]
+
+
+def paired_note(vs: dict[int, float], base: dict[int, float], metric: Metric) -> str:
+    """How the shared seeds moved: the arm ahead in how many, and the correlation."""
+    shared = sorted(set(vs) & set(base))
+    if len(shared) < 2:
+        return ""
+    ahead = sum((vs[s] < base[s]) == metric.lower_is_better and vs[s] != base[s] for s in shared)
+    r = correlation(vs, base)
+    across = "" if r is None else f"; r = {r:.2f} across seeds"
+    return f"ahead in {ahead} of {len(shared)} seeds{across}"
+
+
+def metric_table(
+    baseline: str, runs: dict[str, list[Run]], metric: Metric, interim: bool = False
+) -> str | None:
+    values = {arm: by_seed(rs, metric) for arm, rs in runs.items()}
+    if not any(values.values()):
+        return None
+    base = values[baseline]
+    head = [
+        "arm",
+        "n",
+        "mean ± sd",
+        f"Δ vs {baseline}",
+        f"{LEVEL:.0%} interval",
+        "interval from",
+        "bootstrap over seeds",
+        "verdict",
+    ]
+    lines = [f"### {metric.title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    notes = []
+    for arm, found in values.items():
+        vs = list(found.values())
+        if not vs:
+            lines.append(f"| {arm} | 0 | - | - | - | - | - | no finished run |")
+            continue
+        spread, digits = sd(vs), metric.digits
+        cell = f"{mean(vs):.{digits}f}" + ("" if spread is None else f" ± {spread:.{digits}f}")
+        if arm == baseline or not base:
+            word = "baseline" if arm == baseline else "no baseline run"
+            cells = ["-", "-", "-", "-", word]
+        else:
+            cells = difference_cells(found, base, metric, interim)
+            if note := paired_note(found, base, metric):
+                notes.append(f"{arm}: {note}.")
+        lines.append(f"| {arm} | {len(vs)} | {cell} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n" + "".join(f"\n{n}\n" for n in notes)
