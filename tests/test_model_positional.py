@@ -136,3 +136,24 @@ def test_alibi_bias_is_minus_slope_times_distance_at_any_offset():
         pos.max_length is None
         and pos.attention_bias(1, 500, 499, torch.device("cpu")).shape[-1] == 500
     )
+
+
+def test_rope_casts_its_tables_once_per_dtype_not_per_layer_call():
+    rope = build_positional("rope", 32, 8, 16, 10000.0)
+    first = rope.tables(0, 5, torch.bfloat16)
+    again = rope.tables(2, 7, torch.bfloat16)
+    assert first[0].untyped_storage().data_ptr() == again[0].untyped_storage().data_ptr()
+    torch.testing.assert_close(again[0], rope.cos[2:7].to(torch.bfloat16), rtol=0, atol=0)
+    grown = rope.tables(30, 40, torch.bfloat16)  # past the table: grown, cast anew
+    cos, sin = rope_tables(80, 8, 10000.0)
+    torch.testing.assert_close(grown[1], sin[30:40].to(torch.bfloat16), rtol=0, atol=0)
+
+
+def test_alibi_builds_its_bias_once_per_shape():
+    alibi = build_positional("alibi", 32, 8, 16, 10000.0)
+    bias = alibi.attention_bias(4, 6, 0, torch.device("cpu"))
+    assert alibi.attention_bias(4, 6, 0, torch.device("cpu")) is bias
+    other = alibi.attention_bias(1, 6, 5, torch.device("cpu"))
+    assert other is not bias
+    distance = (torch.arange(5, 6)[:, None] - torch.arange(6)[None, :]).abs().float()
+    torch.testing.assert_close(other, (-alibi.slopes * distance)[None])

@@ -135,13 +135,21 @@ class RotaryPositional(Positional):
         cos, sin = rope_tables(max_positions, d_head, base)
         self.register_buffer("cos", cos, False)
         self.register_buffer("sin", sin, False)
+        # the tables in the activations' dtype, made once (not by every layer at every
+        # call): (the float32 table they were cast from, cos, sin) per dtype
+        self._cast: dict[torch.dtype, tuple[torch.Tensor, ...]] = {}
 
     def tables(self, offset: int, end: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """cos and sin (T, Dh) of positions offset .. end-1, grown on demand."""
         if end > self.cos.shape[0]:
             cos, sin = rope_tables(2 * end, self.d_head, self.base)
             self.cos, self.sin = cos.to(self.cos.device), sin.to(self.sin.device)
-        return self.cos[offset:end].to(dtype), self.sin[offset:end].to(dtype)
+        if torch.compiler.is_compiling():  # the compiler hoists and fuses the cast itself
+            return self.cos[offset:end].to(dtype), self.sin[offset:end].to(dtype)
+        cast = self._cast.get(dtype)
+        if cast is None or cast[0] is not self.cos:  # new, grown or moved tables
+            cast = self._cast[dtype] = (self.cos, self.cos.to(dtype), self.sin.to(dtype))
+        return cast[1][offset:end], cast[2][offset:end]
 
     def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return rotary(x, *self.tables(offset, offset + x.shape[-2], x.dtype))
@@ -172,10 +180,21 @@ class AlibiPositional(Positional):
         super().__init__(d_model, d_head, max_positions, base)
         slopes = torch.tensor(alibi_slopes(d_model // d_head))
         self.register_buffer("slopes", slopes[:, None, None], False)  # (H, 1, 1)
+        self._last: tuple[tuple, torch.Tensor] | None = None  # the last shape's bias
 
     def attention_bias(
         self, n_queries: int, n_keys: int, offset: int, device: torch.device
     ) -> torch.Tensor:
+        """Built once per shape: every self-attention layer of a forward pass asks for the
+        same one (the compiler shares it by itself)."""
+        if torch.compiler.is_compiling():
+            return self._bias(n_queries, n_keys, offset, device)
+        key = (n_queries, n_keys, offset, device, self.slopes.data_ptr())
+        if self._last is None or self._last[0] != key:
+            self._last = (key, self._bias(n_queries, n_keys, offset, device))
+        return self._last[1]
+
+    def _bias(self, n_queries: int, n_keys: int, offset: int, device: torch.device) -> torch.Tensor:
         queries = torch.arange(offset, offset + n_queries, device=device)
         keys = torch.arange(n_keys, device=device)
         distance = (queries[:, None] - keys[None, :]).abs().float()  # (Tq, Tk)
