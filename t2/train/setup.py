@@ -12,6 +12,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, set_seed
 
+from t2.atomic import atomic_text
 from t2.config import Config
 from t2.data.batching import BatchSampler
 from t2.data.loader import make_loader
@@ -195,7 +196,8 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
     if accelerator.is_main_process:
-        run.config.write_text(cfg.to_yaml(), encoding="utf-8")
+        with atomic_text(run.config) as f:
+            f.write(cfg.to_yaml())
         machine = describe(accelerator.device.type == "cuda")
         write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe, machine=machine))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
