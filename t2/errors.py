@@ -39,6 +39,10 @@ class DiskFullError(T2Error):
         return DiskFullError(self.what, self.folder, self.free, then)
 
 
+class LostProcessError(T2Error):
+    """Another process of a multi-process job stopped answering (train.collective_timeout)."""
+
+
 class ExportError(T2Error):
     """A model an export format cannot express, or its engine is missing."""
 

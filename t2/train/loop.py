@@ -20,6 +20,7 @@ from t2.rundir import RunDir, save_checkpoint, write_json
 from t2.rundir.resume import resume_point, set_aside_after
 from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
+from t2.train.collective import LostProcess
 from t2.train.compiling import compiled_graphs
 from t2.train.preempt import Preemption
 from t2.train.setup import Training, build_run, split_loader
@@ -83,8 +84,10 @@ def train(
                disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
     model.train()
     stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
-    with Preemption() as preempt:  # SIGTERM, SIGUSR1: a checkpoint, then stop
+    lost = LostProcess(acc, cfg.train.collective_timeout, run.run_dir.latest)
+    with Preemption() as preempt, lost:  # SIGTERM, SIGUSR1: a checkpoint, then stop
         while stopped_by is None:
+            lost.mark(step)
             micro = [next(batches) for _ in range(cfg.train.accumulate)]
             with out_of_memory(cfg, step):
                 train_step(acc, model, run.optimizer, micro, pad, cfg.train.label_smoothing,
@@ -130,14 +133,14 @@ def start_from(run: Training, resume: bool | str | None) -> Path | None:
     """The checkpoint to resume from; a named earlier one sets the later ones aside."""
     ckpt = resume_point(run.run_dir, resume)
     if ckpt is not None and resume not in (True, "latest"):
-        run.accelerator.wait_for_everyone()  # every process has chosen before any renames
+        run.waits.everyone()  # every process has chosen before any renames
         if run.accelerator.is_main_process:
             later = set_aside_after(run.run_dir, ckpt)
             if later:
                 names = ", ".join(c.name for c in later)
                 print(f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*",
                       flush=True)  # fmt: skip
-        run.accelerator.wait_for_everyone()
+        run.waits.everyone()
     return ckpt
 
 
@@ -165,7 +168,7 @@ def save_now(run: Training, step: int, best: list | None, stats: StepStats, budg
         if acc.is_main_process:
             save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), run.cfg, state,
                             run.cfg.train.keep_last, world_size=acc.num_processes)  # fmt: skip
-        acc.wait_for_everyone()
+        run.waits.everyone()
     return ckpt
 
 
@@ -234,7 +237,7 @@ def evaluate_and_save(
             save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), cfg, state,
                             cfg.train.keep_last, best=better,
                             world_size=acc.num_processes)  # fmt: skip
-    acc.wait_for_everyone()
+    run.waits.everyone()
     return best, stopped_by
 
 

@@ -52,6 +52,6 @@ def _train_and_score(
         write_lines(run.run_dir.test_hyps, hyps)
         write_lines(run.run_dir.test_refs, list(pairs["tgt"]))
         write_results(run.run_dir, results)
-    acc.wait_for_everyone()
+    run.waits.everyone()
     acc.end_training()  # closes W&B and the process group
     return results

@@ -23,6 +23,7 @@ from t2.machine import describe
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
+from t2.train.collective import Waits
 from t2.train.compiling import compile_layers
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
@@ -43,6 +44,7 @@ class Training:
     run_dir: RunDir
     target_lengths: Any  # each training pair's target length (ids with BOS and EOS)
     lock: Any = None  # RUN/.lock, held open by the main process (RunDir.lock)
+    waits: Any = None  # barriers for the main process's solo work (t2.train.collective)
 
 
 # keys that a resumed run may change: how long it runs, how often it reports, and how a
@@ -50,7 +52,7 @@ class Training:
 RESUMABLE = ("max_steps", "log_every", "eval_every", "save_every", "keep_last",
              "valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes",
              "max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type",
-             "wandb_name", "global_batch")  # fmt: skip
+             "wandb_name", "global_batch", "collective_timeout")  # fmt: skip
 
 
 def _differences(old: Config, new: Config) -> list[str]:
@@ -124,8 +126,8 @@ def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
         log_with="wandb" if wandb != "disabled" else None,
         kwargs_handlers=[
             DistributedDataParallelKwargs(broadcast_buffers=False),
-            # rank 0 alone validates and scores the test split while the others wait
-            InitProcessGroupKwargs(timeout=timedelta(hours=2)),
+            # a step's collectives; rank 0's solo work waits on its own group (Waits)
+            InitProcessGroupKwargs(timeout=timedelta(seconds=cfg.train.collective_timeout)),
         ],
     )
 
@@ -144,12 +146,14 @@ def prepare_model(
     return model, optimizer
 
 
-def shared_tokenizer(cfg: Config, run: RunDir, accelerator: Accelerator, resume: bool) -> Any:
+def shared_tokenizer(
+    cfg: Config, run: RunDir, accelerator: Accelerator, waits: Waits, resume: bool
+) -> Any:
     """The run's tokenizer, trained once by the main process of the whole job (every node);
     the others wait at a barrier and load it, so --out must be on a filesystem all nodes see."""
     if accelerator.is_main_process:  # a new run trains its own: one a failed run left in
         tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=resume)
-    accelerator.wait_for_everyone()
+    waits.everyone()
     if not accelerator.is_main_process:
         if not cfg.data.tokenizer and not (run.tokenizer / "tokenizer.json").is_file():
             raise ConfigError(
@@ -176,6 +180,7 @@ def plan_run(cfg: Config, run: RunDir, resume: bool, processes: int) -> tuple[Co
 
 def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Training:
     accelerator = make_accelerator(cfg, wandb)
+    waits = Waits(accelerator)
     run = RunDir(run_dir)
     cfg, plan = plan_run(cfg, run, resume, accelerator.num_processes)
     # the main process holds the folder while it trains; a second run there is refused
@@ -184,14 +189,14 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     if accelerator.is_main_process:
         print(plan.line(), flush=True)
     set_seed(cfg.train.seed)
-    with accelerator.main_process_first():  # the main process cleans and caches, others reuse
+    with waits.main_first():  # the main process cleans and caches, the others reuse
         # every split is read (and cached) before any work: a bad test source fails now,
         # not after training, and before a tokenizer is written
         valid_pairs = load_pairs(cfg.data, "valid", cfg.train.seed)
         load_pairs(cfg.data, "test", cfg.train.seed)
         train_pairs = load_pairs(cfg.data, "train", cfg.train.seed)
-    tokenizer = shared_tokenizer(cfg, run, accelerator, resume)
-    with accelerator.main_process_first():
+    tokenizer = shared_tokenizer(cfg, run, accelerator, waits, resume)
+    with waits.main_first():
         train_ds = encode_pairs(train_pairs, tokenizer, cfg.data, "train")
         valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
@@ -211,4 +216,5 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     return Training(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
-               valid_loader, valid_pairs, run, lengths(train_ds, "tgt"), held)  # fmt: skip
+               valid_loader, valid_pairs, run, lengths(train_ds, "tgt"), held,
+               waits)  # fmt: skip
