@@ -6,8 +6,9 @@ runs the tests that exercise each fault as a user meets it (tiny quickstart trai
 killed, signalled, run twice in one folder, given a full disk at any write, a torn log, a
 NaN, a reused tokenizer, a damaged checkpoint or data cache, a changed number of
 processes, a process that stops answering, an interrupted translate, a multi-process
-job's exit) and prints one PASS or FAIL line per fault (SKIP where its test was skipped: the
-full-disk probes mount a tmpfs, which needs root); the exit status is 1 if any failed. The test suite runs the same tests.
+job's exit) and prints one PASS or FAIL line per fault (SKIP where its test was skipped:
+the full-disk probes mount a tmpfs, which needs root); the exit status is 1 if any failed.
+The test suite runs the same tests.
 """
 
 from __future__ import annotations

@@ -229,6 +229,7 @@ def evaluate_and_save(
             acc.log(record, step=step)
             if log:
                 log.write(record)
+        run.waits.everyone()  # a long validation is solo work: the step's timeout is not its
         if budget.exact_match_reached(record) and not stopped_by:  # every process asks
             stopped_by = "stop_exact_match"
     if step % cfg.train.save_every == 0 or stopped_by or better:
