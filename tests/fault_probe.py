@@ -30,6 +30,8 @@ FAULTS = {  # fault -> the test (file::function) that exercises it
         "test_rundir.py::test_a_full_disk_while_saving_is_one_line_naming_the_intact_checkpoint",
     "a disk that fills as torch.save writes the end of training_state.pt":
         "test_full_disk.py::test_a_disk_filling_as_torch_save_writes_the_file_end_names_the_intact_checkpoint",
+    "a training run whose disk fills: one line, then --resume":
+        "test_full_disk.py::test_a_training_run_on_a_disk_that_fills_ends_in_one_line_and_resumes",
     "a full disk at every other write (log, tokenizer, results, export, translations, cache)":
         "test_full_disk.py::test_every_write_on_a_full_disk_is_one_line_and_leaves_nothing_half_written",
     "a damaged data cache (cleaned pairs)":

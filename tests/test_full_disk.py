@@ -9,6 +9,7 @@ import dataclasses
 import io
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,47 @@ def test_a_full_disk_is_known_by_its_errno_or_free_space_never_by_words(tmp_path
         raise KeyError("x")
     monkeypatch.setattr("t2.atomic.free_bytes", lambda folder: 4096)
     assert is_full_disk(RuntimeError("unexpected pos 54400 vs 54288"), tmp_path)
+
+
+FILL_AT_STEP = """
+import os, runpy, sys
+import t2.train.loop as loop
+step_fn, calls = loop.train_step, [0]
+def filling(*args, **kwargs):  # the disk of --out fills as step 5 begins
+    calls[0] += 1
+    if calls[0] == 5:
+        disk = os.environ["T2_DISK"]
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        with open(os.path.join(disk, "filler"), "wb") as f:
+            f.write(bytes(free))
+    step_fn(*args, **kwargs)
+loop.train_step = filling
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_a_training_run_on_a_disk_that_fills_ends_in_one_line_and_resumes(disk, tmp_path):
+    from test_train_runs import ENV, ROOT, TINY
+
+    run = disk / "run"
+    sets = [arg for kv in (*TINY, f"data.cache_dir={tmp_path / 'cache'}") for arg in ("--set", kv)]
+    args = [str(ROOT / "train.py"), "--recipe", "quickstart", "--out", str(run), "--wandb",
+            "disabled", *sets]  # fmt: skip
+    env = {**ENV, "T2_DISK": str(disk)}
+    cut = subprocess.run([sys.executable, "-c", FILL_AT_STEP, *args], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert cut.returncode == 2, cut.stderr[-3000:]
+    lines = [line for line in cut.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in cut.stderr, cut.stderr[-3000:]
+    intact = RunDir(run).checkpoint(3)
+    assert lines[0].startswith(f"error: no space left on the device of {run}")
+    assert f"{intact} is intact: free space (or lower train.keep_last) and --resume" in lines[0]
+    assert RunDir(run).latest() == intact
+    assert not list(RunDir(run).checkpoint_dir.glob(".tmp-*"))
+    (disk / "filler").unlink()
+    again = subprocess.run([sys.executable, *args, "--resume"], env=ENV, cwd=ROOT,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert RunDir(run).latest().name == "step-0000006" and (run / "results.json").is_file()
