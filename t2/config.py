@@ -70,6 +70,10 @@ class TrainConfig(Section):
     keep_last: int = 5
     valid_bleu_sentences: int = 200  # validation sentences translated greedily for BLEU
     max_nonfinite: int = 10  # consecutive non-finite losses before the run stops
+    # seconds a process waits at a training step's collective for the others before it
+    # stops in one line (a lost node, a stopped process: t2.train.collective); the main
+    # process's solo work (validation, checkpoints, test scoring) may take longer
+    collective_timeout: float = 300.0
     best_metric: str = choice("bleu", "loss")  # which validation figure picks the best checkpoint
     loader_workers: int = 1  # background processes that build training batches
     lr_find_steps: int = 100  # --lr-find: steps of the exponential sweep
@@ -92,6 +96,11 @@ class TrainConfig(Section):
         self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
                        "clip_norm", "valid_bleu_sentences", "loader_workers", "max_minutes",
                        "max_train_tokens")  # fmt: skip
+        if not 0 < self.collective_timeout < float("inf"):
+            raise ConfigError(
+                f"train.collective_timeout must be a number of seconds above 0, got "
+                f"{self.collective_timeout}"
+            )
         if not 0.0 <= self.stop_exact_match <= 1.0:
             raise ConfigError(
                 f"train.stop_exact_match must be in [0, 1] (0: off), got {self.stop_exact_match}"

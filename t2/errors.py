@@ -1,5 +1,7 @@
 """User-facing errors: each carries one line that names the problem and the fix."""
 
+from __future__ import annotations
+
 
 class T2Error(Exception):
     """Base class for errors that entry scripts print as one line and exit non-zero."""
@@ -17,6 +19,28 @@ class DataError(T2Error):
 
 class CheckpointError(T2Error):
     """A missing, incomplete or incompatible checkpoint."""
+
+
+class DiskFullError(T2Error):
+    """A write that found its device full: what it wrote, where, the space left, and what
+    to do (`then`: a training run names the checkpoint to resume from)."""
+
+    def __init__(self, what: str, folder: object, free: int | None, then: str = "") -> None:
+        self.what, self.folder, self.free = what, folder, free
+        self.then = then or "free space and run it again"
+        left = "unknown" if free is None else f"{free / 2**20:.1f} MiB"
+        super().__init__(
+            f"no space left on the device of {folder} while writing {what} ({left} free); "
+            f"{self.then}"
+        )
+
+    def resumable(self, then: str) -> DiskFullError:
+        """The same fault, with the way to go on that only the caller knows."""
+        return DiskFullError(self.what, self.folder, self.free, then)
+
+
+class LostProcessError(T2Error):
+    """Another process of a multi-process job stopped answering (train.collective_timeout)."""
 
 
 class ExportError(T2Error):

@@ -13,7 +13,7 @@ import torch
 
 from t2 import __version__
 from t2.config import Config, ModelConfig
-from t2.errors import CheckpointError
+from t2.errors import CheckpointError, DiskFullError
 from t2.model.transformer import Transformer
 from t2.rundir import (
     FORMAT,
@@ -175,13 +175,23 @@ def test_no_module_outside_the_owner_builds_a_path_inside_a_run_directory():
     assert offenders == []
 
 
-@pytest.mark.parametrize("fault", [
-    RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed "
-                 "writing file data/3: file write failed"),  # torch.save's, as on a full disk
-    OSError(28, "No space left on device"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fault", "free"),
+    [
+        # torch.save's own words when the disk fills as it writes the file's end: no errno,
+        # recognised by the free space left (1 KiB)
+        (
+            RuntimeError(
+                "[enforce fail at inline_container.cc:672] . unexpected pos 54400 vs 54288"
+            ),
+            1024,
+        ),
+        (OSError(28, "No space left on device"), 10 << 30),  # the errno, whatever is free
+        (OSError(122, "Disk quota exceeded"), 10 << 30),
+    ],
+)
 def test_a_full_disk_while_saving_is_one_line_naming_the_intact_checkpoint(
-    tmp_path, monkeypatch, fault
+    tmp_path, monkeypatch, fault, free
 ):
     run = RunDir(tmp_path)
     first = _save(run, 3, keep_last=3)
@@ -190,7 +200,8 @@ def test_a_full_disk_while_saving_is_one_line_naming_the_intact_checkpoint(
         raise fault
 
     monkeypatch.setattr("t2.rundir.store.torch.save", full)
-    with pytest.raises(CheckpointError) as caught:
+    monkeypatch.setattr("t2.atomic.free_bytes", lambda folder: free)
+    with pytest.raises(DiskFullError) as caught:
         _save(run, 6, keep_last=3)
     message = str(caught.value)
     assert "no space left on the device" in message and "step-0000006" in message
@@ -200,11 +211,11 @@ def test_a_full_disk_while_saving_is_one_line_naming_the_intact_checkpoint(
 
 
 def test_another_fault_while_saving_is_not_called_a_full_disk(tmp_path, monkeypatch):
-    def broken(*args, **kwargs):
-        raise RuntimeError("some other failure")
+    def broken(*args, **kwargs):  # words of a full disk, with space free: not one
+        raise RuntimeError("file write failed: No space left on device")
 
     monkeypatch.setattr("t2.rundir.store.torch.save", broken)
-    with pytest.raises(RuntimeError, match="some other failure"):
+    with pytest.raises(RuntimeError, match="file write failed"):
         _save(RunDir(tmp_path), 1, keep_last=3)
     assert list((tmp_path / "checkpoints").iterdir()) == []
 

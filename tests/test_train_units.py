@@ -224,7 +224,7 @@ class _OtherNode:
 
     is_main_process, process_index = False, 3
 
-    def wait_for_everyone(self) -> None:
+    def everyone(self) -> None:  # the Waits of that node
         pass
 
 
@@ -235,4 +235,46 @@ def test_a_process_that_cannot_see_the_main_tokenizer_fails_in_one_line(tmp_path
 
     cfg = Config(model=TINY)
     with pytest.raises(ConfigError, match="process 3 cannot see the tokenizer .* every node"):
-        shared_tokenizer(cfg, RunDir(tmp_path / "run"), _OtherNode(), resume=False)
+        shared_tokenizer(cfg, RunDir(tmp_path / "run"), _OtherNode(), _OtherNode(), resume=False)
+
+
+def test_the_collective_timeout_is_checked_and_sets_the_process_group_timeout():
+    from datetime import timedelta
+
+    from t2.errors import ConfigError
+    from t2.train.setup import make_accelerator
+
+    assert Config().train.collective_timeout == 300  # a training step's wait, not 30 min
+    for bad in (0, -5, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="train.collective_timeout must be"):
+            TrainConfig(collective_timeout=bad)
+    cfg = Config(train=TrainConfig(collective_timeout=20))
+    assert make_accelerator(cfg, "disabled").init_handler.timeout == timedelta(seconds=20)
+
+
+class _Processes:
+    num_processes, process_index = 2, 1
+
+
+def test_a_collective_that_waited_the_timeout_is_one_line_naming_the_checkpoint(tmp_path):
+    import time
+
+    from t2.errors import LostProcessError
+    from t2.train.collective import LostProcess
+
+    ckpt = tmp_path / "checkpoints" / "step-0000003"
+    lost = LostProcess(_Processes(), 0.05, lambda: ckpt)
+    with pytest.raises(LostProcessError) as caught, lost:
+        lost.mark(4)
+        time.sleep(0.06)
+        raise RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting")
+    message = str(caught.value)
+    assert "\n" not in message and "train.collective_timeout=0.05 s at step 5" in message
+    assert f"{ckpt} is intact: restart the job with --resume" in message
+    assert message.startswith("process 1: another process did not answer")
+    with pytest.raises(RuntimeError, match="a bug"), lost:  # at once: not a wait
+        lost.mark(5)
+        raise RuntimeError("a bug")
+    one = LostProcess(type("One", (), {"num_processes": 1})(), 0.0, lambda: None)
+    with pytest.raises(RuntimeError, match="alone"), one:  # one process waits for nobody
+        raise RuntimeError("alone")

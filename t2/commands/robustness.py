@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from t2.atomic import atomic_text
 from t2.commands.options import default_device
 from t2.errors import ConfigError, DataError
 
@@ -67,5 +68,6 @@ def run(args: argparse.Namespace) -> None:
     Console(width=width).print(side_by_side(results))
     report = {"src": args.src, "ref": args.ref, "n_sentences": len(sources), "seed": args.seed,
               "results": to_json(results)}  # fmt: skip
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    with atomic_text(args.out) as f:
+        f.write(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -2,16 +2,16 @@
 
 Cleaned pairs are saved under the cache folder, keyed by the source (file sizes and times
 included) and the cleaning options; tokenized data is `datasets.map`'s own cache beside it,
-keyed by the tokenizer, so a second run reads both back instead of recomputing them.
+keyed by the tokenizer, so a second run reads both back instead of recomputing them. Both
+carry checksums, and a damaged cache is set aside and rebuilt (t2.data.cache).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,14 @@ import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
+from t2.data.cache import cached_files, file_damage, load_folder, save_folder, set_aside
 from t2.data.clean import Report, clean_pairs, length_mask, map_procs
 from t2.data.config import DataConfig
 from t2.data.sources import SPLITS, parse_spec, read_source
 from t2.errors import ConfigError, DataError
 from t2.progress import Progress, datasets_bars, on_terminal
 
-CACHE_VERSION = 1  # bump when cleaning or encoding changes, to invalidate old caches
+CACHE_VERSION = 2  # bump when cleaning or encoding changes, to invalidate old caches
 
 
 def cache_root(cfg: DataConfig) -> Path:
@@ -68,10 +69,11 @@ def load_pairs(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
             CACHE_VERSION, raw._fingerprint, split, cfg.src_lang, cfg.tgt_lang, cfg.dedup, limit
         )
     folder = cache_root(cfg) / "pairs" / key
-    if (folder / "report.json").is_file():
-        report = Report(**json.loads((folder / "report.json").read_text()))
+    cached = load_folder(folder, _read_cached)
+    if cached is not None:
+        report, ds = cached
         print(f"{report.line()} (cached in {folder})", flush=True)
-        return datasets.load_from_disk(os.fspath(folder / "pairs"))
+        return ds
     raw = raw if raw is not None else read_source(cfg, split, seed)
     report = Report(split, len(raw))
     ds = clean_pairs(raw, report, cfg.dedup, cfg.num_proc)
@@ -84,20 +86,40 @@ def load_pairs(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
     if report.kept == 0:
         raise DataError(f"data.{split}={getattr(cfg, split)} has no pairs left after cleaning; "
                         f"check the source")  # fmt: skip
-    _save(ds.flatten_indices(), report, folder)
+    flat = ds.flatten_indices().select_columns(["src", "tgt"])
+
+    def fill(tmp: Path) -> None:
+        flat.save_to_disk(os.fspath(tmp / "pairs"))
+        (tmp / "report.json").write_text(json.dumps(report.__dict__))
+
+    save_folder(folder, fill)
     return datasets.load_from_disk(os.fspath(folder / "pairs"))
 
 
-def _save(ds: datasets.Dataset, report: Report, folder: Path) -> None:
-    """Write pairs and report to a temporary folder, then rename it into place."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    ds.select_columns(["src", "tgt"]).save_to_disk(os.fspath(tmp / "pairs"))
-    (tmp / "report.json").write_text(json.dumps(report.__dict__))
+def _read_cached(folder: Path) -> tuple[Report, datasets.Dataset]:
+    report = Report(**json.loads((folder / "report.json").read_text()))
+    return report, datasets.load_from_disk(os.fspath(folder / "pairs"))
+
+
+def _checked_map(ds: datasets.Dataset, encode: Any, fingerprint: str) -> datasets.Dataset:
+    """`encode()` (ds.map), whose cached files are checked: cached files that fail to load
+    or to match their checksums are set aside and encoded again."""
+    if not ds.cache_files:  # in memory: datasets caches nothing
+        return encode()
+    folder = Path(ds.cache_files[0]["filename"]).parent
     try:
-        tmp.rename(folder)
-    except OSError:  # another process saved the same pairs first
-        shutil.rmtree(tmp, ignore_errors=True)
+        encoded = encode()
+        problem = file_damage([Path(f["filename"]) for f in encoded.cache_files])
+    except Exception as err:
+        if not cached_files(folder, fingerprint):  # not the cache's fault
+            raise
+        problem = f"it does not load: {(str(err).strip().splitlines() or [''])[0][:200]}"
+    if problem is None:
+        return encoded
+    set_aside(cached_files(folder, fingerprint), problem)
+    encoded = encode(load_from_cache_file=False)
+    file_damage([Path(f["filename"]) for f in encoded.cache_files])  # records the checksums
+    return encoded
 
 
 def tokenizer_digest(tokenizer: PreTrainedTokenizerFast) -> str:
@@ -147,7 +169,8 @@ def encode_pairs(
     kwargs = {"tokenizer": tokenizer, "src_bos": cfg.src_bos,
               "progress": progress if procs is None else None}  # fmt: skip
     with progress, datasets_bars(on_terminal()):
-        ds = ds.map(
+        encode = functools.partial(
+            ds.map,
             _encode_batch,
             batched=True,
             batch_size=2000,
@@ -156,6 +179,7 @@ def encode_pairs(
             new_fingerprint=fingerprint,
             desc=f"encode {split}",
         )
+        ds = _checked_map(ds, encode, fingerprint)
         progress.update(total - progress.n)  # read from the cache, or counted by workers
     if split != "train":  # valid and test are scored against references: keep every pair
         return ds

@@ -73,13 +73,8 @@ def train_tokenizer(
     if tok.get_vocab_size() <= len(SPECIALS):
         raise DataError("the tokenizer saw no text; check that the train split has pairs")
     wrapped = wrap(tok)
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    wrapped.save_pretrained(tmp)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    with atomic_folder(out_dir) as tmp:
+        wrapped.save_pretrained(tmp)
     return wrapped
 
 

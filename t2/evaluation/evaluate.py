@@ -3,7 +3,6 @@ with sacreBLEU, write hyps.txt and scores.json, print a sample and both scores."
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -17,7 +16,7 @@ from t2.evaluation.scoring import TestSet, choose_testset, score_corpus
 from t2.opener import open_model
 from t2.progress import Progress
 from t2.rundir import eval_folder
-from t2.rundir.layout import write_lines
+from t2.rundir.layout import write_json, write_lines
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
         "precision": opts.precision or "as stored",
         "workers": opts.workers,
     }
-    (out / "scores.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_json(out / "scores.json", report)
     print_report(report, data, hyps, opts.show, out)
     return report
 

@@ -9,9 +9,10 @@ Weights load through safetensors and the training state with `weights_only=True`
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import hashlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from safetensors.torch import load_file, save_file
 
 from t2.atomic import atomic_folder
 from t2.config import Config
-from t2.errors import CheckpointError, T2Error
+from t2.errors import CheckpointError, DiskFullError, T2Error
 from t2.model.transformer import Transformer
 from t2.rundir.layout import (
     COMPLETE,
@@ -90,18 +91,8 @@ def save_checkpoint(
         shutil.rmtree(stale, ignore_errors=True)
     final = run.checkpoint(step)
     meta = new_meta(world_size, step=step)
-    try:
-        with atomic_folder(final) as tmp:  # .tmp-step-N-*: never read as a checkpoint
-            write_folder(tmp, unique_state(model), cfg.to_yaml(), meta, state)
-    except (OSError, RuntimeError) as err:
-        if not _out_of_space(err):
-            raise
-        intact = run.latest()
-        kept = f"{intact} is intact" if intact else "no earlier checkpoint exists"
-        raise CheckpointError(
-            f"no space left on the device of {run.path} while writing checkpoint "
-            f"{final.name}; {kept}: free space (or lower train.keep_last) and --resume"
-        ) from None
+    with full_disk_resumes(run), atomic_folder(final) as tmp:  # .tmp-step-N-*: never read
+        write_folder(tmp, unique_state(model), cfg.to_yaml(), meta, state)
     if best:
         run.mark_best(final)
     best_now = run.best()
@@ -112,13 +103,20 @@ def save_checkpoint(
     return final
 
 
-def _out_of_space(err: BaseException) -> bool:
-    """A full disk, as the OS reports it (ENOSPC, EDQUOT) or as PyTorch's serializer does
-    (a RuntimeError from its stream writer: "file write failed")."""
-    if isinstance(err, OSError):
-        return err.errno in (errno.ENOSPC, errno.EDQUOT)
-    text = str(err)
-    return "file write failed" in text or "No space left" in text
+@contextlib.contextmanager
+def full_disk_resumes(run: RunDir) -> Iterator[None]:
+    """A full disk anywhere in a run's writes (t2.atomic.writing) names the newest intact
+    checkpoint to --resume from: the one line a user of a training run reads."""
+    try:
+        yield
+    except DiskFullError as err:
+        intact = run.latest()
+        then = (
+            f"{intact} is intact: free space (or lower train.keep_last) and --resume"
+            if intact
+            else "no checkpoint was written yet: free space and run it again"
+        )
+        raise err.resumable(then) from None
 
 
 def verified(ckpt: Path, name: str) -> Path:

@@ -18,6 +18,7 @@ from t2.rundir import RunDir, save_checkpoint, write_json
 from t2.rundir.resume import resume_point, set_aside_after
 from t2.train.budget import Budget, budget_for
 from t2.train.checkpointing import restore, set_rng_state, training_state
+from t2.train.collective import LostProcess
 from t2.train.compiling import compiled_graphs
 from t2.train.memory import out_of_memory
 from t2.train.preempt import Preemption
@@ -83,8 +84,10 @@ def train(
     model.train()
     last_flush = step
     stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
-    with Preemption() as preempt:  # SIGTERM, SIGUSR1: a checkpoint, then stop
+    lost = LostProcess(acc, cfg.train.collective_timeout, run.run_dir.latest)
+    with Preemption() as preempt, lost:  # SIGTERM, SIGUSR1: a checkpoint, then stop
         while stopped_by is None:
+            lost.mark(step)
             micro = [next(batches) for _ in range(cfg.train.accumulate)]
             with out_of_memory(cfg, step, run.planned_bytes, run.run_dir):
                 train_step(acc, run.forward, run.optimizer, micro, pad,
@@ -139,14 +142,14 @@ def start_from(run: Training, resume: bool | str | None) -> Path | None:
     """The checkpoint to resume from; a named earlier one sets the later ones aside."""
     ckpt = resume_point(run.run_dir, resume)
     if ckpt is not None and resume not in (True, "latest"):
-        run.accelerator.wait_for_everyone()  # every process has chosen before any renames
+        run.waits.everyone()  # every process has chosen before any renames
         if run.accelerator.is_main_process:
             later = set_aside_after(run.run_dir, ckpt)
             if later:
                 names = ", ".join(c.name for c in later)
                 print(f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*",
                       flush=True)  # fmt: skip
-        run.accelerator.wait_for_everyone()
+        run.waits.everyone()
     return ckpt
 
 
@@ -174,7 +177,7 @@ def save_now(run: Training, step: int, best: list | None, stats: StepStats, budg
         if acc.is_main_process:
             save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), run.cfg, state,
                             run.cfg.train.keep_last, world_size=acc.num_processes)  # fmt: skip
-        acc.wait_for_everyone()
+        run.waits.everyone()
     return ckpt
 
 
@@ -235,6 +238,7 @@ def evaluate_and_save(
             acc.log(record, step=step)
             if log:
                 log.write(record)
+        run.waits.everyone()  # a long validation is solo work: the step's timeout is not its
         if budget.exact_match_reached(record) and not stopped_by:  # every process asks
             stopped_by = "stop_exact_match"
     if step % cfg.train.save_every == 0 or stopped_by or better:
@@ -243,7 +247,7 @@ def evaluate_and_save(
             save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), cfg, state,
                             cfg.train.keep_last, best=better,
                             world_size=acc.num_processes)  # fmt: skip
-    acc.wait_for_everyone()
+    run.waits.everyone()
     return best, stopped_by
 
 

@@ -9,13 +9,21 @@ from typing import Any
 from t2.config import Config
 from t2.data.pipeline import encode_pairs, load_pairs
 from t2.model.summary import count_parameters
-from t2.rundir import load_weights, resolve
+from t2.rundir import RunDir, load_weights, resolve
 from t2.rundir.layout import write_lines
+from t2.rundir.store import full_disk_resumes
 from t2.train.loop import eval_loader, train, write_results
 from t2.train.validate import final_evaluation
 
 
 def run_training(
+    cfg: Config, recipe: str, run_dir: Path, resume: bool | str | None, wandb: str
+) -> dict[str, Any]:
+    with full_disk_resumes(RunDir(run_dir)):  # a full disk at any write: one line
+        return _train_and_score(cfg, recipe, run_dir, resume, wandb)
+
+
+def _train_and_score(
     cfg: Config, recipe: str, run_dir: Path, resume: bool | str | None, wandb: str
 ) -> dict[str, Any]:
     run, outcome = train(cfg, recipe, run_dir, resume, wandb)
@@ -44,6 +52,6 @@ def run_training(
         write_lines(run.run_dir.test_hyps, hyps)
         write_lines(run.run_dir.test_refs, list(pairs["tgt"]))
         write_results(run.run_dir, results)
-    acc.wait_for_everyone()
+    run.waits.everyone()
     acc.end_training()  # closes W&B and the process group
     return results

@@ -12,6 +12,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, set_seed
 
+from t2.atomic import atomic_text
 from t2.config import Config
 from t2.data.batching import BatchSampler
 from t2.data.loader import make_loader
@@ -22,6 +23,7 @@ from t2.machine import describe
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
+from t2.train.collective import Waits
 from t2.train.compiling import TrainingForward, wanted
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
@@ -46,6 +48,7 @@ class Training:
     target_lengths: Any  # each training pair's target length (ids with BOS and EOS)
     lock: Any = None  # RUN/.lock, held open by the main process (RunDir.lock)
     planned_bytes: int | None = None  # a micro-batch's memory by the batch plan
+    waits: Any = None  # barriers for the main process's solo work (t2.train.collective)
 
 
 # keys that a resumed run may change: how long it runs, how often it reports, and how a
@@ -56,7 +59,7 @@ RESUMABLE = (
     *("valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes"),
     *("max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type"),
     *("wandb_name", "global_batch", "compile", "compile_mode", "compile_backend"),
-    "cast_weights",
+    *("cast_weights", "collective_timeout"),
 )
 
 
@@ -131,8 +134,8 @@ def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
         log_with="wandb" if wandb != "disabled" else None,
         kwargs_handlers=[
             DistributedDataParallelKwargs(broadcast_buffers=False),
-            # rank 0 alone validates and scores the test split while the others wait
-            InitProcessGroupKwargs(timeout=timedelta(hours=2)),
+            # a step's collectives; rank 0's solo work waits on its own group (Waits)
+            InitProcessGroupKwargs(timeout=timedelta(seconds=cfg.train.collective_timeout)),
         ],
     )
 
@@ -174,12 +177,14 @@ def prepare_training(
     return (model if weights else trained), forward, optimizer, scheduler
 
 
-def shared_tokenizer(cfg: Config, run: RunDir, accelerator: Accelerator, resume: bool) -> Any:
+def shared_tokenizer(
+    cfg: Config, run: RunDir, accelerator: Accelerator, waits: Waits, resume: bool
+) -> Any:
     """The run's tokenizer, trained once by the main process of the whole job (every node);
     the others wait at a barrier and load it, so --out must be on a filesystem all nodes see."""
     if accelerator.is_main_process:  # a new run trains its own: one a failed run left in
         tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=resume)
-    accelerator.wait_for_everyone()
+    waits.everyone()
     if not accelerator.is_main_process:
         if not cfg.data.tokenizer and not (run.tokenizer / "tokenizer.json").is_file():
             raise ConfigError(
@@ -206,6 +211,7 @@ def plan_run(cfg: Config, run: RunDir, resume: bool, processes: int) -> tuple[Co
 
 def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Training:
     accelerator = make_accelerator(cfg, wandb)
+    waits = Waits(accelerator)
     run = RunDir(run_dir)
     cfg, plan = plan_run(cfg, run, resume, accelerator.num_processes)
     # the main process holds the folder while it trains; a second run there is refused
@@ -216,19 +222,20 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         if warning := cfg.data.test_warning():
             print(warning, flush=True)
     set_seed(cfg.train.seed)
-    with accelerator.main_process_first():  # the main process cleans and caches, others reuse
+    with waits.main_first():  # the main process cleans and caches, the others reuse
         # every split is read (and cached) before any work: a bad test source fails now,
         # not after training, and before a tokenizer is written
         valid_pairs = load_pairs(cfg.data, "valid", cfg.train.seed)
         load_pairs(cfg.data, "test", cfg.train.seed)
         train_pairs = load_pairs(cfg.data, "train", cfg.train.seed)
-    tokenizer = shared_tokenizer(cfg, run, accelerator, resume)
-    with accelerator.main_process_first():
+    tokenizer = shared_tokenizer(cfg, run, accelerator, waits, resume)
+    with waits.main_first():
         train_ds = encode_pairs(train_pairs, tokenizer, cfg.data, "train")
         valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
     if accelerator.is_main_process:
-        run.config.write_text(cfg.to_yaml(), encoding="utf-8")
+        with atomic_text(run.config) as f:
+            f.write(cfg.to_yaml())
         machine = describe(accelerator.device.type == "cuda")
         write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe, machine=machine))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
@@ -239,4 +246,4 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     return Training(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
                valid_loader, valid_pairs, run, forward, lengths(train_ds, "tgt"), held,
-               plan.estimate.total)  # fmt: skip
+               plan.estimate.total, waits)  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any
 
 from accelerate import Accelerator
 
+from t2.atomic import writing
 from t2.config import Config
 from t2.errors import ConfigError
 from t2.rundir import RunDir, read_records, rewrite_records
@@ -28,8 +29,20 @@ class MetricsLog:
             self.path.unlink()
 
     def write(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        """Append one line, whole or not at all: a write that fails (a full disk) cuts the
+        file back to where it was."""
+        data = (json.dumps(record) + "\n").encode("utf-8")
+        with writing(self.path, self.path.parent):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            start = os.fstat(fd).st_size
+            try:
+                while data:
+                    data = data[os.write(fd, data) :]
+            except BaseException:
+                os.ftruncate(fd, start)
+                raise
+            finally:
+                os.close(fd)
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,115 @@
+"""The data cache's format: folders of cleaned pairs written whole with a SHA-256 of each
+file (sha256.json), and the tokenized files that `datasets.map` caches beside them, each
+with its SHA-256 in a `.sha256` file. A cache that fails its checksum or fails to load is
+set aside (renamed `.damaged-*`, never deleted) and rebuilt from the source, in one line."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from t2.atomic import writing
+from t2.errors import T2Error
+
+SUMS = "sha256.json"
+T = TypeVar("T")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_folder(folder: Path, fill: Callable[[Path], None]) -> None:
+    """A cache folder, filled by `fill` in a temporary folder beside it, with the checksum
+    of each file, then renamed into place (unless another process saved it first)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        with writing(f"the data cache {folder}", folder.parent):
+            fill(tmp)
+            files = [p for p in sorted(tmp.rglob("*")) if p.is_file()]
+            sums = {str(p.relative_to(tmp)): sha256(p) for p in files}
+            (tmp / SUMS).write_text(json.dumps(sums, indent=1), encoding="utf-8")
+        with contextlib.suppress(OSError):  # another process saved the same folder first
+            tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def folder_damage(folder: Path) -> str | None:
+    """Why a cache folder cannot be trusted (a file missing or changed), or None."""
+    try:
+        sums = json.loads((folder / SUMS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"no readable {SUMS}"
+    for name, expected in sums.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if sha256(path) != expected:
+            return f"{name} does not match its checksum"
+    return None
+
+
+def load_folder(folder: Path, load: Callable[[Path], T]) -> T | None:
+    """What `load` reads from a cache folder; None when there is none, or when it is damaged
+    (then it is set aside, with one line, for the caller to rebuild)."""
+    if not folder.is_dir():
+        return None
+    problem = folder_damage(folder)
+    if problem is None:
+        try:
+            return load(folder)
+        except T2Error:
+            raise
+        except Exception as err:  # e.g. pyarrow.lib.ArrowInvalid from a truncated file
+            problem = f"it does not load: {_first_line(err)}"
+    set_aside([folder], problem)
+    return None
+
+
+def set_aside(paths: list[Path], problem: str) -> None:
+    """Rename damaged cache files or folders to `.damaged-NAME-TIME` beside them, saying so."""
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    for path in paths:
+        aside = path.with_name(f".damaged-{path.name}-{stamp}")
+        path.rename(aside)
+        print(
+            f"data cache: {path} is damaged ({problem}); set aside as {aside.name}, "
+            f"rebuilding it from the source",
+            flush=True,
+        )
+
+
+def file_damage(files: list[Path]) -> str | None:
+    """Why cached files cannot be trusted (one differs from its `.sha256`), or None. A file
+    without one gets it now: the first read after `datasets.map` wrote it."""
+    for path in files:
+        sidecar = path.with_name(path.name + ".sha256")
+        if not sidecar.is_file():
+            with writing(sidecar, path.parent):
+                sidecar.write_text(sha256(path), encoding="utf-8")
+        elif sidecar.read_text(encoding="utf-8").strip() != sha256(path):
+            return f"{path.name} does not match its checksum"
+    return None
+
+
+def cached_files(folder: Path, fingerprint: str) -> list[Path]:
+    """The files `datasets.map` caches under `new_fingerprint=fingerprint` (one per worker)."""
+    return sorted(folder.glob(f"cache-{fingerprint}*.arrow"))
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
