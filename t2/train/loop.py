@@ -82,7 +82,6 @@ def train(
     bar = tqdm(total=cfg.train.max_steps, initial=step,
                disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
     model.train()
-    last_flush = step
     stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
     lost = LostProcess(acc, cfg.train.collective_timeout, run.run_dir.latest)
     with Preemption() as preempt, lost:  # SIGTERM, SIGUSR1: a checkpoint, then stop
@@ -102,14 +101,9 @@ def train(
             # sums are flushed at every step that may checkpoint, so a resumed run logs the
             # same records as an uninterrupted one; this is the loop's only host sync
             if step % cfg.train.log_every == 0 or may_save:
-                seconds, steps = time.perf_counter() - t0, step - last_flush
-                record = flush(run, step, stats, seconds, bar, budget, log)
-                report_compilation(run, record, seconds / max(steps, 1), step)
-                stats, t0, last_flush = (
-                    StepStats.zeros(acc.device, stats.bad_run),
-                    time.perf_counter(),
-                    step,
-                )
+                record = flush(run, step, stats, time.perf_counter() - t0, bar, budget, log)
+                report_compilation(run, record, step)
+                stats, t0 = StepStats.zeros(acc.device, stats.bad_run), time.perf_counter()
             if may_save:
                 best, stopped_by = evaluate_and_save(
                     run, step, best, log, stopped_by, record["bad_run"], budget
@@ -120,9 +114,10 @@ def train(
     return run, budget.outcome(stopped_by, step)
 
 
-def report_compilation(run: Training, record: dict[str, Any], s_per_step: float, step: int) -> None:
+def report_compilation(run: Training, record: dict[str, Any], step: int) -> None:
     """On the main process, one line when the compiled pass's graph count first shows and
-    whenever it grows: the first step (compilation) against the steady state so far."""
+    whenever it grows: the first micro-batch (compilation) against the speed since the
+    last logged step."""
     forward = run.forward
     if not run.accelerator.is_main_process or "compiles" not in record:
         return
@@ -132,9 +127,9 @@ def report_compilation(run: Training, record: dict[str, Any], s_per_step: float,
     first = f"the first micro-batch took {forward.first_s:.1f} s, " if seen is None and (
         forward.first_s is not None) else ""  # fmt: skip
     how = "eager fallback: " + forward.fallback if forward.fallback else "compiled"
-    print(f"compile: {graphs} graph{'s' * (graphs != 1)} by step {step} ({how}); {first}"
-          f"{s_per_step:.3f} s/step over the last {run.cfg.train.log_every} steps",
-          flush=True)  # fmt: skip
+    speed = f"{record['tokens_per_s']:,.0f} target tokens/s since the last logged step"
+    line = f"compile: {graphs} graph{'s' * (graphs != 1)} by step {step} ({how}); {first}{speed}"
+    print(line, flush=True)
     forward.graphs_reported = graphs
 
 
