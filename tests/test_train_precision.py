@@ -148,3 +148,21 @@ def test_a_run_casting_once_saves_float32_weights_and_resumes_exactly(tmp_path):
     first_checkpoint = next((tmp_path / "full" / "checkpoints").glob("step-*"))
     saved = load_file(str(first_checkpoint / "model.safetensors"))
     assert {t.dtype for t in saved.values()} == {torch.float32}
+
+
+@pytest.mark.parametrize("cast", [False, True])
+def test_a_step_on_cuda_path_reads_nothing_back_to_the_host(cast):
+    """No host synchronisation inside a step: along CUDA's code path a whole step
+    (micro-batches, clipping, the optimizer, the weights' refresh) dispatches no
+    `_local_scalar_dense`, the operator behind .item() and every device-to-host read."""
+    from benchmarks.op_count import Dispatched
+    from t2.model.codepath import simulated
+
+    acc, model, forward, opt = _training(cast)
+    stats = StepStats.zeros(acc.device)
+    with simulated("cuda"):
+        train_step(acc, forward, opt, _batches(2), 0, 0.1, 1.0, stats)  # Adam's state
+        with Dispatched() as mode:
+            train_step(acc, forward, opt, _batches(2), 0, 0.1, 1.0, stats)
+    reads = {str(f): n for f, n in mode.calls.items() if "_local_scalar_dense" in str(f)}
+    assert not reads, reads
