@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from torch import nn
 
 from t2.model.config import ModelConfig
-from t2.model.loss import CUDA_PROJECTION_ROWS
 from t2.registry import FFN
 
 
@@ -81,17 +80,19 @@ def estimate_memory(
         _attention_elems(cfg, s, s, b, fused) + _attention_elems(cfg, s, s, b, fused)
         + _ffn_elems(cfg, s, b) + 3 * norm_elems
     )  # fmt: skip
-    # the logits: CUDA's chunked loss holds one chunk's (t2.model.loss.CUDA_PROJECTION_ROWS
-    # tokens) 16-bit logits, their float32 copy and a float32 temporary at a time. A CPU's
-    # blockwise loss holds none whole either; its term stays at two float32 (tokens x
+    # the logits: on CUDA the compiled training pass (train.compile, the default there)
+    # keeps the whole batch's logits in the activations' dtype for the backward pass and
+    # makes their gradient, counted as one float32 (tokens x vocabulary) tensor; the eager
+    # chunked loss (t2.model.loss.CUDA_PROJECTION_ROWS tokens at a time) holds less. A
+    # CPU's blockwise loss holds none whole either; its term stays at two float32 (tokens x
     # vocabulary) tensors, which over-counts there and makes up for layer terms that
     # under-count (measured on a CPU: base at an 8k vocabulary 0.85-0.92x the peak, at 32k
     # 1.10x; docs/performance.md)
+    act_bytes = 2 if mixed else 4
     if device == "cuda":
-        logits = min(s * b, CUDA_PROJECTION_ROWS) * cfg.vocab_size * (2 + 4 + 4)
+        logits = s * b * cfg.vocab_size * (act_bytes + 4)
     else:
         logits = 2 * s * b * cfg.vocab_size * 4
-    act_bytes = 2 if mixed else 4
     activations = int(
         act_bytes * (cfg.n_encoder_layers * enc + cfg.n_decoder_layers * dec) + logits
     )
