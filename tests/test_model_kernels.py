@@ -190,3 +190,24 @@ def test_sdpa_takes_the_bias_on_both_cpu_paths(monkeypatch, max_keys):
     expected = _reference(q.double(), k.double(), v.double(), pad, causal, bias.double())
     out = kernels.sdpa_attention(q, k, v, pad, causal, 0.0, bias)
     torch.testing.assert_close(out, expected.float(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize(
+    ("padded", "causal", "biased"),
+    [(True, False, False), (False, True, False), (True, True, True), (False, False, True)],
+)
+def test_flex_attention_with_padding_causality_and_bias_is_the_formula(padded, causal, biased):
+    """The compiled CUDA pass's masked attention (t2.model.flex): its block mask and score
+    modification give the formula's output; queries fewer than keys, causal bottom-right."""
+    from t2.model.flex import flex_attention_masked
+    from t2.model.kernels import math_attention
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 5, 8), torch.randn(3, 2, 7, 8), torch.randn(3, 2, 7, 8)
+    pad = torch.zeros(3, 7, dtype=torch.bool)
+    pad[1, 4:] = True
+    pad = pad if padded else None
+    bias = -torch.rand(1, 2, 5, 7) if biased else None
+    got = flex_attention_masked(q, k, v, pad, causal, bias)
+    torch.testing.assert_close(got, math_attention(q, k, v, pad, causal, 0.0, bias))
