@@ -136,7 +136,7 @@ def test_bench_train_times_each_mode_of_the_training_pass_against_the_peer(singl
     a record against the same peer rounds, with host time per step and no recompilation
     once warm (the batch and length dimensions are symbolic)."""
     argv = ["--threads", "1", "--pairs", "600", "--vocab", "300", "--max-tokens", "200",
-            "--rounds", "2", "--steps-per-round", "2", "--precisions", "fp32",
+            "--rounds", "2", "--steps-per-round", "1", "--precisions", "fp32",
             "--recipes", "base", "--modes", "eager,compiled",
             "--set", "train.compile_backend=eager", *TINY]  # fmt: skip
     records = load("bench_train").main(argv)
