@@ -124,19 +124,20 @@ def recipe_testset(cfg: Config) -> TestSet:
     return TestSet("test", list(pairs["src"]), [list(pairs["tgt"])], f"data.test={cfg.data.test}")
 
 
-def choose_testset(
-    cfg: Config, src: str | None, ref: str | None, testset: str | None, langpair: str | None
-) -> TestSet:
-    """--src/--ref files, a sacreBLEU test set by name, or else the recipe's test split."""
+def choose_testsets(
+    cfg: Config, src: str | None, ref: str | None, testsets: tuple[str, ...], langpair: str | None
+) -> list[TestSet]:
+    """--src/--ref files, sacreBLEU test sets by name, or else the recipe's test split."""
     if (src is None) != (ref is None):
         raise DataError("pass --src FILE and --ref FILE together")
-    if src is not None and testset is not None:
+    if src is not None and testsets:
         raise DataError("pass either --src/--ref or --testset, not both")
     if src is not None:
-        return local_testset(src, ref)
-    if testset is not None:
-        if not langpair:
-            raise DataError(f"--testset {testset} needs --langpair, e.g. --langpair de-en")
-        sources, references = load_testset(testset, langpair)
-        return TestSet(f"{testset}-{langpair}", sources, references, f"sacrebleu {testset}")
-    return recipe_testset(cfg)
+        return [local_testset(src, ref)]
+    if testsets and not langpair:
+        raise DataError(f"--testset {testsets[0]} needs --langpair, e.g. --langpair de-en")
+    out = []
+    for name in testsets:
+        sources, references = load_testset(name, langpair)
+        out.append(TestSet(f"{name}-{langpair}", sources, references, f"sacrebleu {name}"))
+    return out or [recipe_testset(cfg)]
