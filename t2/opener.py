@@ -15,7 +15,7 @@ from t2.hub.download import locate
 from t2.registry import EXPORT
 from t2.rundir import RunDir, load_run, read_meta
 from t2.serve import PRECISIONS
-from t2.serve.engine import T2Engine
+from t2.serve.engine import TorchEngine
 from t2.serve.formats import Opened
 
 ENGINES = {"t2": ("run", "hf"), "ct2": ("ct2",)}  # --engine (optional): the kinds it names
@@ -92,6 +92,6 @@ def open_model(
     if kind != "run":
         return EXPORT.get(kind)().load(path, device, precision, workers)
     model, cfg, tokenizer, ckpt = load_run(path, average_last, device)
-    engine_ = T2Engine(model, tokenizer, cfg.data.src_bos, device, precision)
+    engine_ = TorchEngine(model, tokenizer, cfg.data.src_bos, device, precision)
     return Opened(engine_, cfg, tokenizer, "run", Path(ckpt), engine_.model,
                   _provenance(Path(ckpt)))  # fmt: skip

@@ -37,7 +37,7 @@ def single_thread():
 def toy(tmp_path_factory):
     """A run directory with a toy model trained for seconds on a copy-like task, shared by
     the decoding and evaluation tests: (run_dir, model, tokenizer)."""
-    from test_evaluation_helpers import one_thread, toy_run
+    from toy_task import one_thread, toy_run
 
     with one_thread():
         return toy_run(tmp_path_factory.mktemp("toy"))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_evaluation_helpers import tiny_config, write_run
+from toy_task import tiny_config, write_run
 
 from t2.cli import build_parser
 from t2.commands import VERBS

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
-from test_evaluation_helpers import one_thread, tiny_config, toy_pairs, toy_run
+from toy_task import one_thread, tiny_config, toy_pairs, toy_run
 
 from t2.config import DecodeConfig
 from t2.data.pipeline import encode_source

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from sacrebleu.dataset import DATASETS
-from test_evaluation_helpers import (
+from toy_task import (
     build_tokenizer,
     tiny_config,
     toy_pairs,

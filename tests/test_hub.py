@@ -333,7 +333,7 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     from t2.config import DataConfig
     from t2.data.pipeline import encode_pairs
     from t2.data.tokenizer import train_tokenizer
-    from t2.serve.engine import T2Engine
+    from t2.serve.engine import TorchEngine
 
     monkeypatch.setenv("T2_PROGRESS_EVERY", "0")
     texts = ["march 3 1999 monday", "june 12 2001", "", "may 5 2020"] * 25
@@ -347,6 +347,6 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     run, _ = make_run(tmp_path)
     loaded = from_pretrained(save_run(run, tmp_path / "saved"))
     with Progress(3, "translate", "sentences") as progress:
-        T2Engine(loaded.model, loaded.tokenizer).translate(["a", "", "b", "c"], loaded.decode,
+        TorchEngine(loaded.model, loaded.tokenizer).translate(["a", "", "b", "c"], loaded.decode,
                                                            progress)  # fmt: skip
     assert progress.n == 3 and "translate: 3/3 sentences in " in capsys.readouterr().err

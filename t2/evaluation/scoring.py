@@ -90,7 +90,7 @@ class TestSet:
     origin: str
 
 
-def read_lines(path: str | Path, what: str) -> list[str]:
+def read_sentences(path: str | Path, what: str) -> list[str]:
     """Lines of a UTF-8 text file (blank lines kept, so that files stay aligned)."""
     path = Path(path)
     if not path.is_file():
@@ -108,7 +108,7 @@ def read_lines(path: str | Path, what: str) -> list[str]:
 
 
 def local_testset(src: str | Path, ref: str | Path) -> TestSet:
-    sources, references = read_lines(src, "source"), read_lines(ref, "reference")
+    sources, references = read_sentences(src, "source"), read_sentences(ref, "reference")
     if len(sources) != len(references):
         raise DataError(
             f"{src} has {len(sources)} lines but {ref} has {len(references)}; "

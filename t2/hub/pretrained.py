@@ -25,7 +25,7 @@ from t2.model.summary import count_parameters
 from t2.model.transformer import Transformer
 from t2.registry import EXPORT
 from t2.rundir.store import load_weights, save_weights, unique_state
-from t2.serve.engine import T2Engine, translate
+from t2.serve.engine import TorchEngine, translate
 from t2.serve.formats import ExportFormat, Opened
 
 
@@ -170,7 +170,7 @@ class HfFormat(ExportFormat):
 
     def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
         saved = load_folder(folder, device)
-        engine = T2Engine(saved.model, saved.tokenizer, saved.config.data.src_bos, device,
+        engine = TorchEngine(saved.model, saved.tokenizer, saved.config.data.src_bos, device,
                           precision)  # fmt: skip
         source = json.loads((folder / CONFIG_JSON).read_text(encoding="utf-8")).get("source")
         return Opened(engine, saved.config, saved.tokenizer, self.name, folder, engine.model,
