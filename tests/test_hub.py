@@ -21,7 +21,7 @@ from huggingface_hub.file_download import repo_folder_name
 from safetensors.torch import load_file, save_file
 
 from t2.cli import main
-from t2.config import Config, ModelConfig
+from t2.config import Config, DecodeConfig, ModelConfig
 from t2.data.tokenizer import load_tokenizer
 from t2.errors import CheckpointError
 from t2.exporting import push, save_run
@@ -108,7 +108,7 @@ def test_a_saved_folder_works_as_a_checkpoint_of_translate(tmp_path):
         main(["translate", "--checkpoint", str(folder), "--input", str(tmp_path / "in.txt"),
               "--output", str(tmp_path / "out.txt"), "--beam-size", "2"])  # fmt: skip
     assert exit_.value.code == 0
-    expected = from_pretrained(folder).translate(lines, beam_size=2)
+    expected = from_pretrained(folder).translate(lines, DecodeConfig(beam_size=2))
     assert (tmp_path / "out.txt").read_text().split("\n")[:3] == expected and expected[1] == ""
 
 

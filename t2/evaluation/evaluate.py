@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ class EvalOptions:
 
 def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
     """The run's decode section with the options' changes, one hypothesis a sentence."""
-    return replace(base, **{**opts.decode, "nbest": 1})
+    return base.updated(**{**opts.decode, "nbest": 1})
 
 
 def evaluate(opts: EvalOptions) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +97,10 @@ class Pretrained:
     ) -> Path:
         return save_pretrained(self.model, self.config, self.tokenizer, folder, card, source)
 
-    def translate(self, sentences: Sequence[str], **decode: Any) -> list[str]:
-        """Best translations in input order; keyword arguments override decode.* keys."""
-        settings = replace(self.decode, **decode)
+    def translate(self, sentences: Sequence[str], decode: DecodeConfig | None = None) -> list[str]:
+        """Best translations in input order, with `decode` (default: the run's own settings;
+        change them with self.decode.updated(beam_size=5)), as an engine's translate."""
+        settings = self.decode if decode is None else decode
         return translate(self.model, self.tokenizer, sentences, settings, self.config.data.src_bos)
 
 
