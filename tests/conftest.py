@@ -52,3 +52,14 @@ def tiny_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("tiny") / "run"
     train(run)
     return run
+
+
+@pytest.fixture
+def offline_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face Hub cache that may not download (tests/hub_cache.py fills it)."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub-cache"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return cache

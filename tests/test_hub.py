@@ -4,7 +4,6 @@ generated from a run's files, t2 push through an injected HfApi; and t2/progress
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import io
 import json
@@ -16,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hub_cache import cache_repo
 from huggingface_hub import HfApi, constants
-from huggingface_hub.file_download import repo_folder_name
 from safetensors.torch import load_file, save_file
 
 from t2.cli import main
@@ -141,31 +140,6 @@ def test_a_tampered_or_incompatible_folder_fails_in_one_line(tmp_path, tamper, m
     with pytest.raises(CheckpointError, match=message) as err:
         from_pretrained(folder)
     assert "\n" not in str(err.value)
-
-
-def cache_repo(folder: Path, repo_id: str, cache: Path) -> Path:
-    """The hub cache's layout as snapshot_download leaves it: blobs named by their hash,
-    snapshots/<commit>/ of links to them, refs/main naming the commit."""
-    root = cache / repo_folder_name(repo_id=repo_id, repo_type="model")
-    commit = hashlib.sha1(repo_id.encode()).hexdigest()
-    snapshot = root / "snapshots" / commit
-    (root / "blobs").mkdir(parents=True)
-    snapshot.mkdir(parents=True)
-    for file in folder.iterdir():
-        blob = root / "blobs" / hashlib.sha256(file.read_bytes()).hexdigest()
-        shutil.copyfile(file, blob)
-        (snapshot / file.name).symlink_to(os.path.relpath(blob, snapshot))
-    (root / "refs").mkdir()
-    (root / "refs" / "main").write_text(commit)
-    return snapshot
-
-
-@pytest.fixture
-def offline_cache(tmp_path, monkeypatch):
-    cache = tmp_path / "hub-cache"
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    return cache
 
 
 def test_a_cached_repo_id_loads_offline_and_an_uncached_one_fails_in_one_line(

@@ -1,7 +1,8 @@
 """Export a trained model: t2 export TARGET --format hf|ct2 --out DIR [--average-last N]
 [--quantization int8|float16|... (ct2)] [--name OWNER/NAME (hf)].
 
-Each format is a registered class (t2.registry.EXPORT) that writes and reads its folders:
+Each format is a registered class (t2/formats, t2.registry.EXPORT) that writes and reads
+its folders:
   hf   model.safetensors, config.json (the full t2 config), the tokenizer and README.md, a
        model card generated from the run's files; loads with t2.hub.from_pretrained(DIR)
        and uploads with `t2 push` (docs/hub.md). `t2 save` is this format's alias.

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from t2.decoding.options import DecodeConfig
 from t2.evaluation.scoring import TestSet, choose_testsets, score_corpus
+from t2.formats import format_named
 from t2.opener import Opened, open_model
 from t2.progress import Progress
 from t2.rundir import eval_folder
@@ -84,7 +85,7 @@ def evaluate_one(opened: Opened, data: TestSet, opts: EvalOptions, out: Path) ->
         "decode": asdict(decode),
         "average_last": opts.average_last,
         "device": str(opts.device),
-        "engine": "ct2" if opened.kind == "ct2" else "t2",
+        "engine": format_named(opened.kind).engine,
         "opened": opened.kind,
         "precision": opts.precision or "as stored",
         "workers": opts.workers,
