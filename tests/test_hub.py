@@ -208,6 +208,17 @@ def test_the_model_card_holds_the_runs_own_numbers_and_signatures(tmp_path):
         assert text in card, text
 
 
+def test_the_card_shows_every_decode_setting_a_results_record_holds(tmp_path):
+    """A results.json that records its decode (DecodeConfig.recorded) is shown as it is,
+    not as the run's section with its beam size."""
+    run, ckpt = make_run(tmp_path, results=False)
+    decode = DecodeConfig(search="sample", top_k=5, top_p=0.9, seed=3).recorded()
+    scores = {"bleu": 12.5, "chrf": 40.0, "bleu_signature": BLEU_SIG, "chrf_signature": CHRF_SIG}
+    write_json(RunDir(run).results, {"checkpoint": str(ckpt), **scores, "decode": decode})
+    card = (save_run(ckpt, tmp_path / "saved") / "README.md").read_text()
+    assert "decoded with search=sample, temperature=1.0, top_k=5, top_p=0.9, seed=3" in card
+
+
 def test_a_card_claims_no_number_the_run_does_not_hold(tmp_path):
     run, ckpt = make_run(tmp_path, results=False)
     write_json(RunDir(run).results, {"checkpoint": "elsewhere/step-0000099", "bleu": 99.0})
