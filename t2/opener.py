@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from t2.errors import CheckpointError, ConfigError
-from t2.formats import ModelFormat, Opened, RunFormat, all_formats, format_of, hub_files
+from t2.formats.base import ModelFormat, Opened
+from t2.formats.choose import all_formats, format_of, hub_files
+from t2.formats.run import RunFormat
 from t2.hub.download import locate
 from t2.serve import PRECISIONS
 

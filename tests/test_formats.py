@@ -12,7 +12,8 @@ from toy_task import toy_pairs
 
 from t2.errors import CheckpointError
 from t2.exporting import export
-from t2.formats import RunFormat, format_of, hub_files
+from t2.formats.choose import format_of, hub_files
+from t2.formats.run import RunFormat
 from t2.opener import open_model
 from t2.registry import EXPORT
 
@@ -81,3 +82,14 @@ def test_a_repo_id_download_fetches_every_formats_files(monkeypatch, tmp_path):
     assert _local_or_hub("me/any", None, None) == tmp_path
     assert asked["repo_id"] == "me/any" and sorted(asked["allow_patterns"]) == hub_files()
     assert {"model.bin", "t2_export.json", "model.safetensors"} <= set(hub_files())
+
+
+def test_the_export_verbs_flags_are_the_formats_options():
+    from t2.cli import build_parser
+    from t2.formats.options import EXPORT_OPTIONS, export_options, option_names
+
+    assert sorted(EXPORT_OPTIONS) == sorted(EXPORT.names())
+    for name in EXPORT.names():
+        assert EXPORT.get(name).options == option_names(name)
+    args = build_parser().parse_args(["export", "RUN", "--out", "x", "--quantization", "int8"])
+    assert export_options(args) == {"name": None, "quantization": "int8"}

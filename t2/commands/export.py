@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 from t2.commands.options import check_out_folder
-from t2.serve import QUANTIZATIONS
+from t2.formats.options import add_export_options, export_options
 
 HELP = "export a trained model as a Hugging Face (hf) or CTranslate2 (ct2) folder"
 
@@ -30,9 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default); another name fails listing the registered ones",
     )  # fmt: skip
     parser.add_argument("--out", required=True, help="the folder to write")
-    parser.add_argument("--quantization", choices=QUANTIZATIONS,
-                        help="ct2: weight type of the export (default float32: exact)")  # fmt: skip
-    parser.add_argument("--name", help="hf: the repo id the card's example loads (default: --out)")
+    add_export_options(parser)  # each format's own options (t2.formats.options)
     parser.add_argument(
         "--average-last", type=int, default=0, metavar="N",
         help="export the average of the last N checkpoints (the paper used 5)",
@@ -43,7 +41,7 @@ def run(args: argparse.Namespace) -> None:
     from t2.exporting import export
 
     check_out_folder(args.out)
-    options = {"quantization": args.quantization, "name": args.name}
+    options = export_options(args)
     folder = export(args.checkpoint, args.format, args.out, average_last=args.average_last,
                     **options)  # fmt: skip
     print(f"exported {args.checkpoint} to {folder} ({args.format})")

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from t2.decoding.options import DecodeConfig
 from t2.evaluation.scoring import TestSet, choose_testsets, score_corpus
-from t2.formats import format_named
+from t2.formats.choose import format_named
 from t2.opener import Opened, open_model
 from t2.progress import Progress
 from t2.rundir import eval_folder

@@ -1,46 +1,7 @@
 """Model formats, one module each: `run` (a run directory or checkpoint, what training
 writes), `hf` (a Hugging Face model folder) and `ct2` (a CTranslate2 folder). Each names
 its detection, its reader, its writer, its files (what a Hub download fetches) and its
-export options; `hf` and `ct2` are registered in t2.registry.EXPORT for `t2 export
---format`. t2.opener asks them which one a folder is."""
-
-from __future__ import annotations
-
-from pathlib import Path
-
-import t2.formats.ct2
-import t2.formats.hf  # noqa: F401  (register the export formats)
-from t2.formats.base import ModelFormat, Opened
-from t2.formats.run import RunFormat
-from t2.registry import EXPORT
-
-__all__ = [
-    "ModelFormat",
-    "Opened",
-    "RunFormat",
-    "all_formats",
-    "format_named",
-    "format_of",
-    "hub_files",
-]
-
-
-def all_formats() -> list[ModelFormat]:
-    """Every format, the export formats in registration order, then the run format."""
-    return [*(EXPORT.get(name)() for name in EXPORT.names()), RunFormat()]
-
-
-def format_named(name: str) -> ModelFormat:
-    """The format called `name` (an Opened's kind)."""
-    return next(fmt for fmt in all_formats() if fmt.name == name)
-
-
-def format_of(folder: Path) -> ModelFormat:
-    """The export format whose folder this is, else the run format (the fall-through)."""
-    return next(fmt for fmt in all_formats() if fmt.detect(folder))  # run: always
-
-
-def hub_files() -> list[str]:
-    """Every file some format's folder holds: what a Hub repo id's download fetches, so
-    that a pushed hf folder and a pushed CTranslate2 export open alike."""
-    return sorted({name for fmt in all_formats() for name in fmt.files})
+export options (declared in t2.formats.options, which `t2 export`'s flags come from
+without importing the formats); `hf` and `ct2` are registered in t2.registry.EXPORT for
+`t2 export --format`. t2.formats.choose says which one a folder is; t2.opener asks it.
+This file stays free of imports: `t2 export --help` reads t2.formats.options."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from t2.errors import CheckpointError
 from t2.formats.base import ModelFormat, Opened
+from t2.formats.options import option_names
 from t2.hub.card import model_card
 from t2.hub.layout import CONFIG_JSON, FILES
 from t2.hub.pretrained import is_pretrained, load_folder, save_pretrained
@@ -23,7 +24,7 @@ class HfFormat(ModelFormat):
     """A model folder for the Hugging Face Hub, read by t2's own engine."""
 
     name = "hf"
-    options = ("name",)
+    options = option_names("hf")
     files = FILES
 
     @staticmethod

@@ -28,7 +28,7 @@ def locate(
     files: Sequence[str] = FILES,
 ) -> Path:
     """The folder of `name`: a local folder as it is, else the snapshot of a hub repo with
-    the `files` it holds (default: the hf format's; t2.formats.hub_files: every format's)."""
+    the `files` it holds (default: the hf format's; t2.formats.choose.hub_files: every format's)."""
     path = Path(name)
     if path.is_dir():
         return path
