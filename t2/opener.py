@@ -11,7 +11,8 @@ from pathlib import Path
 
 from t2.errors import CheckpointError, ConfigError
 from t2.formats.base import ModelFormat, Opened
-from t2.formats.choose import all_formats, format_of, hub_files
+from t2.formats.choose import format_of, hub_files
+from t2.formats.options import engine_names
 from t2.formats.run import RunFormat
 from t2.hub.download import locate
 from t2.serve import PRECISIONS
@@ -34,7 +35,7 @@ def _check(fmt: ModelFormat, engine: str | None, average_last: int, precision: s
         )
     if workers < 1:
         raise ConfigError(f"--workers {workers}: pass a number of workers of at least 1")
-    kind, engines = fmt.name, sorted({f.engine for f in all_formats()})
+    kind, engines = fmt.name, engine_names()
     if engine is not None and engine not in engines:
         raise ConfigError(f"unknown engine {engine!r}; valid choices: {', '.join(engines)}")
     if engine is not None and fmt.engine != engine:

@@ -86,9 +86,11 @@ def test_a_repo_id_download_fetches_every_formats_files(monkeypatch, tmp_path):
 
 def test_the_export_verbs_flags_are_the_formats_options():
     from t2.cli import build_parser
-    from t2.formats.options import EXPORT_OPTIONS, export_options, option_names
+    from t2.formats.choose import all_formats
+    from t2.formats.options import ENGINES, EXPORT_OPTIONS, export_options, option_names
 
     assert sorted(EXPORT_OPTIONS) == sorted(EXPORT.names())
+    assert {f.name: f.engine for f in all_formats()} == ENGINES
     for name in EXPORT.names():
         assert EXPORT.get(name).options == option_names(name)
     args = build_parser().parse_args(["export", "RUN", "--out", "x", "--quantization", "int8"])

@@ -42,7 +42,7 @@ class ModelFormat(ABC):
     name: str = ""
     options: tuple[str, ...] = ()  # the `t2 export` options it takes, besides --out
     files: tuple[str, ...] = ()  # what its folders hold: what a Hub download fetches
-    engine: str = "t2"  # the engine that reads its folders (--engine): t2 or ct2
+    engine: str = ""  # the engine that reads its folders (--engine; t2.formats.options)
 
     @staticmethod
     @abstractmethod

@@ -14,7 +14,7 @@ from t2.atomic import atomic_folder
 from t2.data.tokenizer import load_tokenizer
 from t2.errors import ConfigError, ExportError
 from t2.formats.base import ModelFormat, Opened
-from t2.formats.options import option_names
+from t2.formats.options import ENGINES, option_names
 from t2.hub.layout import TOKENIZER_FILES
 from t2.registry import EXPORT
 from t2.serve.ct2 import (
@@ -60,7 +60,7 @@ class Ct2Format(ModelFormat):
 
     name = "ct2"
     options = option_names("ct2")
-    engine = "ct2"
+    engine = ENGINES["ct2"]
     files = (*CT2_FILES, *TOKENIZER_FILES, EXPORT_META)
 
     @staticmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from t2.errors import CheckpointError
 from t2.formats.base import ModelFormat, Opened
-from t2.formats.options import option_names
+from t2.formats.options import ENGINES, option_names
 from t2.hub.card import model_card
 from t2.hub.layout import CONFIG_JSON, FILES
 from t2.hub.pretrained import is_pretrained, load_folder, save_pretrained
@@ -25,6 +25,7 @@ class HfFormat(ModelFormat):
 
     name = "hf"
     options = option_names("hf")
+    engine = ENGINES["hf"]
     files = FILES
 
     @staticmethod

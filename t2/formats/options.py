@@ -1,6 +1,7 @@
-"""The export options of each format, declared without importing the formats, so that `t2
-export`'s flags come from them and `t2 --help` stays quick. A format's class reads its own
-entry (its `options`), and t2.exporting refuses an option the chosen format does not take."""
+"""What the command line needs of each format, declared without importing the formats so
+that `t2 --help` stays quick: the engine that reads its folders (--engine) and its export
+options (`t2 export`'s flags). A format's class reads its own entries (its `engine` and
+`options`), and t2.exporting refuses an option the chosen format does not take."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ import argparse
 from dataclasses import dataclass
 
 from t2.serve import QUANTIZATIONS
+
+ENGINES = {"run": "t2", "hf": "t2", "ct2": "ct2"}  # format -> the engine that reads it
+
+
+def engine_names() -> tuple[str, ...]:
+    """The choices of --engine."""
+    return tuple(sorted(set(ENGINES.values()), reverse=True))  # t2 first
 
 
 @dataclass(frozen=True)

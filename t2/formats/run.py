@@ -11,6 +11,7 @@ from typing import Any
 
 from t2.errors import CheckpointError
 from t2.formats.base import ModelFormat, Opened
+from t2.formats.options import ENGINES
 from t2.rundir import RunDir, load_run, read_meta
 from t2.serve.engine import TorchEngine
 
@@ -30,6 +31,7 @@ class RunFormat(ModelFormat):
     """A run directory or a checkpoint; the formats' fall-through (t2.formats.kind_of)."""
 
     name = "run"
+    engine = ENGINES["run"]
 
     @staticmethod
     def detect(folder: Path) -> bool:
