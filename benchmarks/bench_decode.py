@@ -41,8 +41,8 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from t2.config import ModelConfig
 from t2.data.pipeline import encode_source
 from t2.data.tokenizer import train_tokenizer
-from t2.decoding.beam import beam_search
-from t2.decoding.greedy import greedy_search
+from t2.decoding.options import DecodeConfig
+from t2.decoding.search import search
 from t2.model.transformer import Transformer
 from t2.progress import Progress
 from t2.serve.engine import length_batches, pad_batch
@@ -143,10 +143,7 @@ def run_t2(
     for batch in length_batches([len(r) for r in src_ids], args.batch_size):
         src = pad_batch([src_ids[i] for i in batch], args.device)
         limit = torch.tensor([lengths[i] for i in batch], device=args.device)
-        if beam == 1:
-            hyps = greedy_search(model, src, lenpen=0.6, lengths=limit)
-        else:
-            hyps = beam_search(model, src, beam, lenpen=0.6, lengths=limit)
+        hyps = search(model, src, DecodeConfig(beam_size=beam, lenpen=0.6), lengths=limit)
         tokens += sum(len(h[0].tokens) + 1 for h in hyps)  # + the final EOS
     return tokens
 
@@ -303,12 +300,10 @@ def searcher(stopping: str, norm: str = "gnmt"):
         tokens = 0
         for batch in length_batches([len(r) for r in src_ids], args.batch_size):
             src = pad_batch([src_ids[i] for i in batch], args.device)
-            if beam == 1:
-                hyps = greedy_search(model, src, lenpen=args.lenpen, length_norm=norm)
-            else:
-                hyps = beam_search(
-                    model, src, beam, args.lenpen, stopping=stopping, length_norm=norm
-                )
+            cfg = DecodeConfig(
+                beam_size=beam, lenpen=args.lenpen, stopping=stopping, length_norm=norm
+            )
+            hyps = search(model, src, cfg)
             tokens += sum(len(h[0].tokens) + 1 for h in hyps)
         return tokens
 

@@ -1,32 +1,21 @@
 """One opener for whatever a user points at: `open_model(TARGET)` with TARGET a run
 directory (its best checkpoint), a checkpoint, a folder of a registered export format (hf,
-ct2) or a Hugging Face Hub repo id (owner/name, through the hub's cache). It returns an
-`Opened`: an engine that translates, the run's config and tokenizer, the model where t2
-computes with it, and where it came from. It is the only code that tells folders apart."""
+ct2) or a Hugging Face Hub repo id (owner/name, through the hub's cache; a pushed hf folder
+or CTranslate2 export). It returns an `Opened`: an engine that translates, the run's config
+and tokenizer, the model where t2 computes with it, and where it came from. Which format a
+folder is, the formats say (t2.formats)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import t2.hub.pretrained
-import t2.serve.ct2  # noqa: F401  (register the export formats)
 from t2.errors import CheckpointError, ConfigError
+from t2.formats.base import ModelFormat, Opened
+from t2.formats.choose import format_of, hub_files
+from t2.formats.options import engine_names
+from t2.formats.run import RunFormat
 from t2.hub.download import locate
-from t2.registry import EXPORT
-from t2.rundir import RunDir, load_run, read_meta
 from t2.serve import PRECISIONS
-from t2.serve.engine import T2Engine
-from t2.serve.formats import Opened
-
-ENGINES = {"t2": ("run", "hf"), "ct2": ("ct2",)}  # --engine (optional): the kinds it names
-
-
-def folder_kind(folder: Path) -> str:
-    """The export format whose folder this is, else "run" (a run directory or checkpoint)."""
-    for name in EXPORT.names():
-        if EXPORT.get(name).detect(folder):
-            return name
-    return "run"
 
 
 def _local_or_hub(target: str | Path, revision: str | None, cache_dir: str | None) -> Path:
@@ -35,10 +24,10 @@ def _local_or_hub(target: str | Path, revision: str | None, cache_dir: str | Non
     path = Path(target)
     if path.exists() or path.parent.is_dir() or path.is_absolute():
         return path  # a local path, perhaps missing: reading it names what is wrong
-    return locate(str(target), revision, cache_dir)
+    return locate(str(target), revision, cache_dir, hub_files())
 
 
-def _check(kind: str, engine: str | None, average_last: int, precision: str | None,
+def _check(fmt: ModelFormat, engine: str | None, average_last: int, precision: str | None,
            workers: int, target: str | Path) -> None:  # fmt: skip
     if precision is not None and precision not in PRECISIONS:
         raise ConfigError(
@@ -46,14 +35,15 @@ def _check(kind: str, engine: str | None, average_last: int, precision: str | No
         )
     if workers < 1:
         raise ConfigError(f"--workers {workers}: pass a number of workers of at least 1")
-    if engine is not None and engine not in ENGINES:
-        raise ConfigError(f"unknown engine {engine!r}; valid choices: {', '.join(ENGINES)}")
-    if engine is not None and kind not in ENGINES[engine]:
+    kind, engines = fmt.name, engine_names()
+    if engine is not None and engine not in engines:
+        raise ConfigError(f"unknown engine {engine!r}; valid choices: {', '.join(engines)}")
+    if engine is not None and fmt.engine != engine:
         hint = "leave --engine out: the folder says what it is"
         raise CheckpointError(
             f"{target} is a {kind} folder, not one --engine {engine} reads; {hint}"
         )
-    if workers != 1 and kind != "ct2":
+    if workers != 1 and fmt.engine != "ct2":
         raise ConfigError(
             "--workers is for CTranslate2 exports (its parallel batches); t2's own search "
             "decodes one batch at a time with every thread: leave --workers out"
@@ -66,17 +56,6 @@ def _check(kind: str, engine: str | None, average_last: int, precision: str | No
         )
 
 
-def _provenance(ckpt: Path) -> dict:
-    """Recipe, step and checkpoint of a run's checkpoint, as far as its files say."""
-    found: dict = {"checkpoint": str(ckpt)}
-    for folder, key in ((RunDir.of(ckpt).path, "recipe"), (ckpt, "step")):
-        try:
-            found[key] = read_meta(folder).get(key)
-        except CheckpointError:  # an average written outside a run directory
-            found[key] = None
-    return found
-
-
 def open_model(
     target: str | Path, *, average_last: int = 0, device: str = "cpu",
     precision: str | None = None, workers: int = 1, engine: str | None = None,
@@ -87,11 +66,8 @@ def open_model(
     averages a run's last N checkpoints; `workers` (CTranslate2) batches decode at once;
     `engine` (t2 or ct2, optional) only checks that the folder is one it reads."""
     path = _local_or_hub(target, revision, cache_dir)
-    kind = folder_kind(path) if path.is_dir() else "run"
-    _check(kind, engine, average_last, precision, workers, target)
-    if kind != "run":
-        return EXPORT.get(kind)().load(path, device, precision, workers)
-    model, cfg, tokenizer, ckpt = load_run(path, average_last, device)
-    engine_ = T2Engine(model, tokenizer, cfg.data.src_bos, device, precision)
-    return Opened(engine_, cfg, tokenizer, "run", Path(ckpt), engine_.model,
-                  _provenance(Path(ckpt)))  # fmt: skip
+    fmt = format_of(path) if path.is_dir() else RunFormat()
+    _check(fmt, engine, average_last, precision, workers, target)
+    if isinstance(fmt, RunFormat):
+        return fmt.load(path, device, precision, workers, average_last)
+    return fmt.load(path, device, precision, workers)

@@ -37,7 +37,7 @@ def single_thread():
 def toy(tmp_path_factory):
     """A run directory with a toy model trained for seconds on a copy-like task, shared by
     the decoding and evaluation tests: (run_dir, model, tokenizer)."""
-    from test_evaluation_helpers import one_thread, toy_run
+    from toy_task import one_thread, toy_run
 
     with one_thread():
         return toy_run(tmp_path_factory.mktemp("toy"))
@@ -52,3 +52,14 @@ def tiny_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("tiny") / "run"
     train(run)
     return run
+
+
+@pytest.fixture
+def offline_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face Hub cache that may not download (tests/hub_cache.py fills it)."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub-cache"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return cache

@@ -172,7 +172,7 @@ def test_bench_serve_times_trained_models_decoding_freely(tmp_path, toy, single_
     """--trained: t2's checkpoint, its CTranslate2 exports and a saved MarianMTModel decode
     real sentences freely; each engine's output tokens, rate and BLEU are reported."""
     pytest.importorskip("ctranslate2")
-    from test_evaluation_helpers import toy_pairs
+    from toy_task import toy_pairs
 
     serve = load("bench_serve")
     run_dir, model, tokenizer = toy

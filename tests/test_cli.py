@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_evaluation_helpers import tiny_config, write_run
+from toy_task import tiny_config, write_run
 
 from t2.cli import build_parser
 from t2.commands import VERBS
@@ -20,6 +21,11 @@ from t2.rundir import RunDir, read_meta
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 SCRIPTS = {"train": "train.py", "evaluate": "evaluate_model.py"}
+CARD_SCRIPTS = {  # the top-level folders of the design card's layout, each with a README
+    "tokenizer/train_tokenizer.py": "tokenizer",
+    "evaluation/evaluate_newstest.py": "evaluate",
+    "evaluation/robustness.py": "robustness",
+}
 
 
 def t2(*args: str, script: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -59,6 +65,28 @@ def test_the_scripts_run_the_same_code_as_the_verbs(tmp_path):
         text = (ROOT / script).read_text()
         assert f'run_script("{verb}")' in text and "sys.path" not in text, script
         assert len(text.splitlines()) <= 10, script
+
+
+@pytest.mark.parametrize("script", sorted(CARD_SCRIPTS))
+def test_the_card_scripts_are_the_verbs(script, tmp_path):
+    """tokenizer/ and evaluation/ hold wrappers of a verb: --help works from another folder
+    and lists the verb's options, and the script runs the verb's own code."""
+    verb = CARD_SCRIPTS[script]
+    text = (ROOT / script).read_text()
+    assert f'run_script("{verb}")' in text and "sys.path" not in text
+    assert len(text.splitlines()) <= 10 and (ROOT / script).parent.joinpath("README.md").is_file()
+    by_script = t2("--help", script=script, cwd=tmp_path)
+    by_verb = t2(verb, "--help")
+    assert by_script.returncode == by_verb.returncode == 0, by_script.stderr
+    options = [set(re.findall(r"--[a-z][a-z-]+", r.stdout)) for r in (by_script, by_verb)]
+    assert options[0] == options[1] and "--help" in options[0]
+
+
+def test_evaluate_takes_several_testsets_in_one_call():
+    args = build_parser().parse_args(
+        ["evaluate", "--checkpoint", "x", "--testset", "wmt13", "wmt14", "--langpair", "de-en"]
+    )
+    assert args.testset == ["wmt13", "wmt14"]
 
 
 def test_every_decode_key_is_a_flag_of_every_decoding_verb(capsys):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from test_evaluation_helpers import toy_pairs
+from toy_task import toy_pairs
 
 from t2.config import DecodeConfig
 from t2.serve.engine import translate

@@ -8,13 +8,11 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
-from test_evaluation_helpers import one_thread, tiny_config, toy_pairs, toy_run
+from toy_task import one_thread, tiny_config, toy_pairs, toy_run
 
 from t2.config import DecodeConfig
 from t2.data.pipeline import encode_source
-from t2.decoding.beam import beam_search
 from t2.decoding.common import Scratch, length_penalty, max_lengths, pad_source
-from t2.decoding.greedy import greedy_search
 from t2.decoding.search import search
 from t2.errors import ConfigError
 from t2.model.transformer import Transformer
@@ -70,7 +68,7 @@ def uncached_greedy(model: Transformer, src: torch.Tensor, max_len: int) -> list
 def test_cached_greedy_equals_uncached(positional):
     model = random_model(positional=positional, norm_position="pre")
     src = random_src(6, 40)
-    hyps = greedy_search(model, src, max_len_a=1.0, max_len_b=4)
+    hyps = search(model, src, DecodeConfig(search="greedy", max_len_b=4))
     for row, h in zip(src, hyps, strict=True):
         row = row[row.ne(0)]
         assert h[0].tokens == uncached_greedy(model, row, len(row) + 4)
@@ -79,21 +77,26 @@ def test_cached_greedy_equals_uncached(positional):
         )
 
 
-def test_beam_size_one_equals_greedy():
+def test_greedy_has_one_name():
+    """search beam with beam_size 1 is recorded as search greedy (and decodes as it); a beam
+    size given to a greedy section asks for beam search again."""
+    cfg = DecodeConfig(beam_size=1, max_len_b=6)
+    assert cfg.search == "greedy"
+    assert cfg.recorded() == DecodeConfig(search="greedy", max_len_b=6).recorded()
+    assert "beam_size" not in cfg.recorded() and cfg.recorded()["search"] == "greedy"
+    assert cfg.updated(beam_size=3).search == "beam" and cfg.updated(lenpen=1.0).search == "greedy"
+    assert cfg.updated(beam_size=3, search="greedy").search == "greedy"
     model, src = random_model(), random_src(7, 40)
-    greedy = greedy_search(model, src, 1.0, 6, lenpen=0.6)
-    beam = beam_search(model, src, beam_size=1, lenpen=0.6, max_len_a=1.0, max_len_b=6)
-    for g, b in zip(greedy, beam, strict=True):
-        assert g[0].tokens == b[0].tokens
-        assert g[0].score == pytest.approx(b[0].score, abs=1e-5)
+    assert search(model, src, cfg) == search(model, src, replace(cfg, search="greedy"))
 
 
 def test_batched_beam_equals_one_sentence_at_a_time():
     """Padding, pruning of finished sentences and cache reordering change nothing."""
     model, src = random_model(seed=3), random_src(5, 40, seed=4)
-    batched = beam_search(model, src, beam_size=3, max_len_b=5, nbest=3)
+    cfg = DecodeConfig(beam_size=3, max_len_b=5, nbest=3)
+    batched = search(model, src, cfg)
     for row, hyps in zip(src, batched, strict=True):
-        alone = beam_search(model, row[row.ne(0)][None], beam_size=3, max_len_b=5, nbest=3)[0]
+        alone = search(model, row[row.ne(0)][None], cfg)[0]
         assert [h.tokens for h in hyps] == [h.tokens for h in alone]
         assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
 
@@ -103,16 +106,10 @@ def test_beam_is_exact_when_wide_enough(norm):
     """With more beams than possible outputs, the n-best list is the exhaustive ranking."""
     vocab, alpha = 6, 0.6  # generable tokens: EOS, UNK, 4, 5 (PAD and BOS never)
     model, src = random_model(vocab, seed=5), torch.tensor([[4, 5, 4, EOS]])
-    hyps = beam_search(
-        model,
-        src,
-        beam_size=16,
-        lenpen=alpha,
-        max_len_a=0.0,
-        max_len_b=2,
-        nbest=13,
-        length_norm=norm,
-    )[0]
+    cfg = DecodeConfig(
+        beam_size=16, lenpen=alpha, max_len_a=0.0, max_len_b=2, nbest=13, length_norm=norm
+    )
+    hyps = search(model, src, cfg)[0]
     outputs = [list(p) for n in range(3) for p in itertools.product([3, 4, 5], repeat=n)]
     ranked = sorted(
         (
@@ -130,9 +127,10 @@ def test_score_is_length_normalised_and_lengths_are_bounded(norm):
     model, src = random_model(seed=7), random_src(6, 40, seed=8)
     src_len = src.ne(0).sum(1).tolist()
     for alpha in (0.0, 0.6, 1.0):
+        cfg = DecodeConfig(lenpen=alpha, max_len_a=0.5, max_len_b=3, length_norm=norm)
         for hyps in (
-            greedy_search(model, src, 0.5, 3, alpha, length_norm=norm),
-            beam_search(model, src, 4, alpha, 0.5, 3, length_norm=norm),
+            search(model, src, replace(cfg, search="greedy")),
+            search(model, src, replace(cfg, beam_size=4)),
         ):
             for n, h in zip(src_len, hyps, strict=True):
                 assert len(h[0].tokens) <= int(0.5 * n + 3)
@@ -144,7 +142,7 @@ def test_score_is_length_normalised_and_lengths_are_bounded(norm):
 
 def test_nbest_is_sorted_and_distinct():
     model, src = random_model(seed=9), random_src(4, 40, seed=10)
-    for hyps in beam_search(model, src, beam_size=5, max_len_b=4, nbest=5):
+    for hyps in search(model, src, DecodeConfig(beam_size=5, max_len_b=4, nbest=5)):
         assert len(hyps) == 5
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
         assert len({tuple(h.tokens) for h in hyps}) == 5
@@ -152,9 +150,8 @@ def test_nbest_is_sorted_and_distinct():
 
 def test_search_dispatch_and_bad_settings():
     model, src = random_model(), random_src(3, 40)
-    assert search(model, src, DecodeConfig(beam_size=1, max_len_b=4)) == greedy_search(
-        model, src, 1.0, 4
-    )
+    greedy = search(model, src, DecodeConfig(search="greedy", max_len_b=4))
+    assert search(model, src, DecodeConfig(beam_size=1, max_len_b=4)) == greedy
     with pytest.raises(ConfigError, match="nbest"):  # checked once, by DecodeConfig
         search(model, src, DecodeConfig(beam_size=2, nbest=3))
     with pytest.raises(ConfigError, match="beam_size"):
@@ -165,8 +162,8 @@ def test_beam_finds_a_score_at_least_as_high_as_greedy(tmp_path_factory):
     _, model, tokenizer = toy_run(tmp_path_factory.mktemp("toy"))
     sources = [s for s, _ in toy_pairs(40, seed=123)]
     src = pad_batch(encode_source(tokenizer, sources, False), "cpu")
-    greedy = greedy_search(model, src, 1.0, 10, lenpen=0.6)
-    beam = beam_search(model, src, beam_size=4, lenpen=0.6, max_len_a=1.0, max_len_b=10)
+    greedy = search(model, src, DecodeConfig(search="greedy", max_len_b=10))
+    beam = search(model, src, DecodeConfig(beam_size=4, max_len_b=10))
     for g, b in zip(greedy, beam, strict=True):
         assert b[0].score >= g[0].score - 1e-5
 
@@ -175,13 +172,17 @@ def test_a_model_that_never_ends_still_gets_max_length_hypotheses():
     model, src = random_model(seed=11), random_src(4, 40, seed=12)
     project = model.project
     model.project = lambda h: project(h).index_fill(-1, torch.tensor([EOS]), float("-inf"))
-    for hyps in (greedy_search(model, src, 0.0, 6), beam_search(model, src, 3, 0.6, 0.0, 6, 3)):
+    limits = DecodeConfig(search="greedy", max_len_a=0.0, max_len_b=6)
+    for hyps in (
+        search(model, src, limits),
+        search(model, src, limits.updated(beam_size=3, nbest=3)),
+    ):
         for nbest in hyps:
             assert nbest and all(len(h.tokens) == 6 and 0 not in h.tokens for h in nbest)
             assert all(h.log_prob < -1e3 for h in nbest)  # the floored forced EOS
     lengths = torch.tensor([2, 5, 0, 3])  # per-sentence limits override max_len_a and b
-    greedy = greedy_search(model, src, lengths=lengths)
-    beam = beam_search(model, src, 2, lengths=lengths)
+    greedy = search(model, src, DecodeConfig(search="greedy"), lengths=lengths)
+    beam = search(model, src, DecodeConfig(beam_size=2), lengths=lengths)
     assert [len(h[0].tokens) for h in greedy] == [len(h[0].tokens) for h in beam] == [2, 5, 0, 3]
 
 
@@ -216,7 +217,7 @@ def test_beam_search_keeps_one_source_row_per_sentence(tiny_model_config):
     model.decode = spy
     src = torch.randint(3, 50, (3, 6), generator=torch.Generator().manual_seed(1))
     src[1, 2:] = 0
-    beam_search(model, src, beam_size=4, lengths=torch.tensor([2, 5, 9]))
+    search(model, src, DecodeConfig(beam_size=4), lengths=torch.tensor([2, 5, 9]))
     assert seen[0] == (3, 3, 3)
     assert all(rows == 4 * sources and sources == cached for rows, sources, cached in seen[1:])
     assert [s for _, s, _ in seen][-1] == 1  # the sentences with shorter limits have left
@@ -250,8 +251,8 @@ def test_a_16_bit_model_decodes_sources_padded_to_a_multiple_of_8_with_the_same_
     results = {}
     for multiple in (8, 1):
         monkeypatch.setattr(attention, "SHAPE_MULTIPLE", multiple)
-        beam = beam_search(model, src, beam_size=3, max_len_b=5, nbest=2)
-        greedy = greedy_search(model, src, max_len_b=5)
+        beam = search(model, src, DecodeConfig(beam_size=3, max_len_b=5, nbest=2))
+        greedy = search(model, src, DecodeConfig(search="greedy", max_len_b=5))
         results[multiple] = [[(h.tokens, h.score) for h in hs] for hs in beam + greedy]
     assert seen == [16, 16, 9, 9]
     assert results[8] == results[1]
@@ -274,7 +275,7 @@ def test_sampling_with_a_seed_is_reproducible_and_its_limits_are_greedy():
     assert search(model, src, sample) == first
     others = search(model, src, replace(sample, seed=8))
     assert [h[0].tokens for h in others] != [h[0].tokens for h in first]
-    greedy = [h[0].tokens for h in greedy_search(model, src, 1.0, 8)]
+    greedy = [h[0].tokens for h in search(model, src, DecodeConfig(search="greedy", max_len_b=8))]
     for limit in ({"top_k": 1}, {"top_p": 1e-6}, {"temperature": 1e-4}):
         assert [h[0].tokens for h in search(model, src, replace(sample, **limit))] == greedy
     nbest = search(model, src, replace(sample, nbest=3))

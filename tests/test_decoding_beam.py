@@ -4,14 +4,15 @@ probabilities are set by hand (a tree over prefixes), so the best hypothesis is 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from t2.config import DecodeConfig
-from t2.decoding.beam import beam_search, best_possible
+from t2.decoding.beam import best_possible
 from t2.decoding.common import length_penalty, penalty
-from t2.decoding.greedy import greedy_search
+from t2.decoding.search import search
 from t2.errors import ConfigError
 
 
@@ -63,8 +64,8 @@ def test_the_default_rule_finds_a_better_hypothesis_that_ends_after_beam_size_ot
         (L, L, L): {EOS: 0.95, L: 0.05},
     }
     model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
-    first_k = beam_search(model, src, beam_size=2, lenpen=0.6, max_len_b=10, stopping="first_k")
-    exact = beam_search(model, src, beam_size=2, lenpen=0.6, max_len_b=10, stopping=rule)
+    first_k = search(model, src, DecodeConfig(beam_size=2, max_len_b=10, stopping="first_k"))
+    exact = search(model, src, DecodeConfig(beam_size=2, max_len_b=10, stopping=rule))
     assert first_k[0][0].tokens == [S]  # the rule stopped before L L L could end
     assert exact[0][0].tokens == [L, L, L]
     want = (math.log(0.4) + 2 * math.log(0.95) + math.log(0.95)) / length_penalty(4, 0.6)
@@ -99,11 +100,12 @@ def test_at_alpha_0_6_the_objective_itself_prefers_the_shorter_output(rule):
     model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
     long_lp = math.log(0.55) + 2 * math.log(0.8) + math.log(0.9)
     short_lp = math.log(0.45) + math.log(0.9)
-    assert greedy_search(model, src, max_len_b=10)[0][0].tokens == [L, L, L]
+    assert search(model, src, DecodeConfig(search="greedy", max_len_b=10))[0][0].tokens == [L, L, L]
     for alpha, want in ((0.6, [S]), (1.5, [L, L, L])):
-        best = beam_search(model, src, 2, alpha, max_len_b=10, stopping=rule, length_norm="gnmt")[
-            0
-        ][0]
+        cfg = DecodeConfig(
+            beam_size=2, lenpen=alpha, max_len_b=10, stopping=rule, length_norm="gnmt"
+        )
+        best = search(model, src, cfg)[0][0]
         if rule == "first_k" and alpha == 1.5:  # it stops once S and L X have ended
             assert best.tokens == [S]
             continue
@@ -127,11 +129,12 @@ def test_length_norm_at_alpha_0_6_finds_the_longer_output(rule):
         (S,): {EOS: 0.9, X: 0.1},
     }
     model, src = _TreeModel(tree), torch.tensor([[7, 8, 2]])
-    best = beam_search(model, src, 2, 0.6, max_len_b=10, stopping=rule, length_norm="length")[0][0]
+    cfg = DecodeConfig(beam_size=2, max_len_b=10, stopping=rule, length_norm="length")
+    best = search(model, src, cfg)[0][0]
     assert best.tokens == [L, L, L]
     long_lp = math.log(0.55) + 2 * math.log(0.8) + math.log(0.9)
     assert best.score == pytest.approx(long_lp / 4**0.6, abs=1e-5)
-    gnmt = beam_search(model, src, 2, 0.6, max_len_b=10, stopping=rule, length_norm="gnmt")[0][0]
+    gnmt = search(model, src, replace(cfg, length_norm="gnmt"))[0][0]
     assert gnmt.tokens == [S]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from sacrebleu.dataset import DATASETS
-from test_evaluation_helpers import (
+from toy_task import (
     build_tokenizer,
     tiny_config,
     toy_pairs,
@@ -23,6 +23,7 @@ from test_evaluation_helpers import (
 
 from t2.config import DataConfig, DecodeConfig
 from t2.errors import CheckpointError, DataError
+from t2.evaluation import scoring
 from t2.evaluation.evaluate import EvalOptions, evaluate
 from t2.evaluation.scoring import load_testset, score_corpus
 from t2.model.transformer import Transformer
@@ -80,7 +81,7 @@ def test_scores_equal_the_sacrebleu_command_line(tmp_path):
 
 def test_evaluate_writes_hyps_and_scores_that_sacrebleu_confirms(toy, files, tmp_path, capsys):
     run, _, _ = toy
-    report = evaluate(
+    [report] = evaluate(
         EvalOptions(
             str(run),
             src=str(files[0]),
@@ -113,9 +114,28 @@ def test_recipe_test_split_is_the_default(toy, files, tmp_path):
     )
     other = write_run(tmp_path / "run", model, dataclasses.replace(cfg, data=data), tokenizer)
     opts = EvalOptions(str(other), decode={"beam_size": 1}, out=str(tmp_path / "out"), show=0)
-    report = evaluate(opts)
+    [report] = evaluate(opts)
     assert report["testset"] == f"data.test=files:{prefix}"
     assert 0 < report["n_sentences"] <= 24  # cleaning may drop the blank pair
+
+
+def test_several_named_testsets_are_scored_by_one_model_in_one_call(
+    toy, files, tmp_path, monkeypatch
+):
+    """--testset wmt13 wmt14: one model opened, each set written to --out/TAG."""
+    run, _, _ = toy
+    sources = files[0].read_text(encoding="utf-8").split("\n")[:6]
+    targets = files[1].read_text(encoding="utf-8").split("\n")[:6]
+    monkeypatch.setattr(scoring, "load_testset", lambda name, pair: (sources, [targets]))
+    opts = EvalOptions(
+        str(run), testsets=("wmt13", "wmt14"), langpair="de-en", out=str(tmp_path), show=0
+    )
+    reports = evaluate(opts)
+    assert [r["testset"] for r in reports] == ["sacrebleu wmt13", "sacrebleu wmt14"]
+    for tag in ("wmt13-de-en", "wmt14-de-en"):
+        assert json.loads((tmp_path / tag / "scores.json").read_text())["n_sentences"] == 6
+    with pytest.raises(DataError, match="needs --langpair"):
+        evaluate(EvalOptions(str(run), testsets=("wmt14",)))
 
 
 def test_translate_keeps_order_blank_lines_and_matches_one_by_one(toy):
@@ -226,7 +246,7 @@ def test_real_newstest_lines_round_trip_and_score_like_the_cli(tmp_path):
     (tmp_path / "r.en").write_text("\n".join(ref) + "\n", encoding="utf-8")
     opts = EvalOptions(str(run), str(tmp_path / "s.de"), str(tmp_path / "r.en"),
                        decode={"beam_size": 2}, out=str(tmp_path / "out"), show=0)  # fmt: skip
-    report = evaluate(opts)
+    [report] = evaluate(opts)
     hyps = (tmp_path / "out" / "hyps.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == 20 and report["n_sentences"] == 20
     cli = sacrebleu_cli(tmp_path / "r.en", tmp_path / "out" / "hyps.txt")

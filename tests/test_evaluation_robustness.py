@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 import torch
 import torch.nn.functional as F
-from test_evaluation_helpers import toy_pairs
+from toy_task import toy_pairs
 
 from t2.config import Config
 from t2.data.pipeline import encode_source

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from matplotlib.image import imread
-from test_evaluation_helpers import tiny_config, write_run
+from toy_task import tiny_config, write_run
 
 from t2.cli import main
 from t2.figures import capture_attention

@@ -4,7 +4,6 @@ generated from a run's files, t2 push through an injected HfApi; and t2/progress
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import io
 import json
@@ -16,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from hub_cache import cache_repo
 from huggingface_hub import HfApi, constants
-from huggingface_hub.file_download import repo_folder_name
 from safetensors.torch import load_file, save_file
 
 from t2.cli import main
-from t2.config import Config, ModelConfig
+from t2.config import Config, DecodeConfig, ModelConfig
 from t2.data.tokenizer import load_tokenizer
 from t2.errors import CheckpointError
 from t2.exporting import push, save_run
@@ -108,7 +107,7 @@ def test_a_saved_folder_works_as_a_checkpoint_of_translate(tmp_path):
         main(["translate", "--checkpoint", str(folder), "--input", str(tmp_path / "in.txt"),
               "--output", str(tmp_path / "out.txt"), "--beam-size", "2"])  # fmt: skip
     assert exit_.value.code == 0
-    expected = from_pretrained(folder).translate(lines, beam_size=2)
+    expected = from_pretrained(folder).translate(lines, DecodeConfig(beam_size=2))
     assert (tmp_path / "out.txt").read_text().split("\n")[:3] == expected and expected[1] == ""
 
 
@@ -141,31 +140,6 @@ def test_a_tampered_or_incompatible_folder_fails_in_one_line(tmp_path, tamper, m
     with pytest.raises(CheckpointError, match=message) as err:
         from_pretrained(folder)
     assert "\n" not in str(err.value)
-
-
-def cache_repo(folder: Path, repo_id: str, cache: Path) -> Path:
-    """The hub cache's layout as snapshot_download leaves it: blobs named by their hash,
-    snapshots/<commit>/ of links to them, refs/main naming the commit."""
-    root = cache / repo_folder_name(repo_id=repo_id, repo_type="model")
-    commit = hashlib.sha1(repo_id.encode()).hexdigest()
-    snapshot = root / "snapshots" / commit
-    (root / "blobs").mkdir(parents=True)
-    snapshot.mkdir(parents=True)
-    for file in folder.iterdir():
-        blob = root / "blobs" / hashlib.sha256(file.read_bytes()).hexdigest()
-        shutil.copyfile(file, blob)
-        (snapshot / file.name).symlink_to(os.path.relpath(blob, snapshot))
-    (root / "refs").mkdir()
-    (root / "refs" / "main").write_text(commit)
-    return snapshot
-
-
-@pytest.fixture
-def offline_cache(tmp_path, monkeypatch):
-    cache = tmp_path / "hub-cache"
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    return cache
 
 
 def test_a_cached_repo_id_loads_offline_and_an_uncached_one_fails_in_one_line(
@@ -232,6 +206,17 @@ def test_the_model_card_holds_the_runs_own_numbers_and_signatures(tmp_path):
                  'from_pretrained("me/tiny")', "| exact_match | 0.25 |",
                  "- Training time: 1.5 minutes."):  # fmt: skip
         assert text in card, text
+
+
+def test_the_card_shows_every_decode_setting_a_results_record_holds(tmp_path):
+    """A results.json that records its decode (DecodeConfig.recorded) is shown as it is,
+    not as the run's section with its beam size."""
+    run, ckpt = make_run(tmp_path, results=False)
+    decode = DecodeConfig(search="sample", top_k=5, top_p=0.9, seed=3).recorded()
+    scores = {"bleu": 12.5, "chrf": 40.0, "bleu_signature": BLEU_SIG, "chrf_signature": CHRF_SIG}
+    write_json(RunDir(run).results, {"checkpoint": str(ckpt), **scores, "decode": decode})
+    card = (save_run(ckpt, tmp_path / "saved") / "README.md").read_text()
+    assert "decoded with search=sample, temperature=1.0, top_k=5, top_p=0.9, seed=3" in card
 
 
 def test_a_card_claims_no_number_the_run_does_not_hold(tmp_path):
@@ -333,7 +318,7 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     from t2.config import DataConfig
     from t2.data.pipeline import encode_pairs
     from t2.data.tokenizer import train_tokenizer
-    from t2.serve.engine import T2Engine
+    from t2.serve.engine import TorchEngine
 
     monkeypatch.setenv("T2_PROGRESS_EVERY", "0")
     texts = ["march 3 1999 monday", "june 12 2001", "", "may 5 2020"] * 25
@@ -347,6 +332,6 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     run, _ = make_run(tmp_path)
     loaded = from_pretrained(save_run(run, tmp_path / "saved"))
     with Progress(3, "translate", "sentences") as progress:
-        T2Engine(loaded.model, loaded.tokenizer).translate(["a", "", "b", "c"], loaded.decode,
+        TorchEngine(loaded.model, loaded.tokenizer).translate(["a", "", "b", "c"], loaded.decode,
                                                            progress)  # fmt: skip
     assert progress.n == 3 and "translate: 3/3 sentences in " in capsys.readouterr().err

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_evaluation_helpers import tiny_config, write_run
+from toy_task import tiny_config, write_run
 
 from t2.config import Config
 from t2.errors import CheckpointError

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from test_evaluation_helpers import build_tokenizer, toy_pairs, write_run
+from toy_task import build_tokenizer, toy_pairs, write_run
 
 from t2.cli import main, run_script
 from t2.config import Config, DataConfig, DecodeConfig, ModelConfig

@@ -1,5 +1,5 @@
 """Score a model with sacreBLEU's BLEU and chrF:
-t2 evaluate --checkpoint TARGET [--src FILE --ref FILE | --testset NAME --langpair xx-yy]
+t2 evaluate --checkpoint TARGET [--src FILE --ref FILE | --testset NAME [NAME ...] --langpair xx-yy]
 [--beam-size N] [--lenpen A] [--average-last N]. TARGET is a run, a checkpoint, an exported
 folder (hf or ct2) or a hub repo id. Without --src/--ref or --testset, the run's own test
 split is translated."""
@@ -27,7 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--src", help="source file, one sentence a line")
     parser.add_argument("--ref", help="reference file aligned with --src")
-    parser.add_argument("--testset", help="a sacreBLEU test set, e.g. wmt14 (needs its cache)")
+    parser.add_argument(
+        "--testset",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="sacreBLEU test sets by name, e.g. wmt13 wmt14 (needs their cache); one model, "
+        "each set scored and written apart",
+    )
     parser.add_argument("--langpair", help="language pair of --testset, e.g. de-en")
     add_decode_arguments(parser, nbest=False)
     add_engine_arguments(parser)
@@ -42,7 +49,7 @@ def run(args: argparse.Namespace) -> None:
         check_out_folder(args.out)
     device = default_device(args.device)
     opts = EvalOptions(
-        checkpoint=args.checkpoint, src=args.src, ref=args.ref, testset=args.testset,
+        checkpoint=args.checkpoint, src=args.src, ref=args.ref, testsets=tuple(args.testset),
         langpair=args.langpair, decode=decode_changes(args), average_last=args.average_last,
         out=args.out, show=args.show, device=device, engine=args.engine,
         precision=args.precision, workers=args.workers,

@@ -1,7 +1,8 @@
 """Export a trained model: t2 export TARGET --format hf|ct2 --out DIR [--average-last N]
 [--quantization int8|float16|... (ct2)] [--name OWNER/NAME (hf)].
 
-Each format is a registered class (t2.registry.EXPORT) that writes and reads its folders:
+Each format is a registered class (t2/formats, t2.registry.EXPORT) that writes and reads
+its folders:
   hf   model.safetensors, config.json (the full t2 config), the tokenizer and README.md, a
        model card generated from the run's files; loads with t2.hub.from_pretrained(DIR)
        and uploads with `t2 push` (docs/hub.md). `t2 save` is this format's alias.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import argparse
 
 from t2.commands.options import check_out_folder
-from t2.serve import QUANTIZATIONS
+from t2.formats.options import add_export_options, export_options
 
 HELP = "export a trained model as a Hugging Face (hf) or CTranslate2 (ct2) folder"
 
@@ -29,9 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default); another name fails listing the registered ones",
     )  # fmt: skip
     parser.add_argument("--out", required=True, help="the folder to write")
-    parser.add_argument("--quantization", choices=QUANTIZATIONS,
-                        help="ct2: weight type of the export (default float32: exact)")  # fmt: skip
-    parser.add_argument("--name", help="hf: the repo id the card's example loads (default: --out)")
+    add_export_options(parser)  # each format's own options (t2.formats.options)
     parser.add_argument(
         "--average-last", type=int, default=0, metavar="N",
         help="export the average of the last N checkpoints (the paper used 5)",
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace) -> None:
     from t2.exporting import export
 
     check_out_folder(args.out)
-    options = {"quantization": args.quantization, "name": args.name}
+    options = export_options(args)
     folder = export(args.checkpoint, args.format, args.out, average_last=args.average_last,
                     **options)  # fmt: skip
     print(f"exported {args.checkpoint} to {folder} ({args.format})")

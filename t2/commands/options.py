@@ -10,6 +10,7 @@ from typing import Any
 
 from t2.decoding.options import DecodeConfig
 from t2.errors import ConfigError
+from t2.formats.options import engine_names
 from t2.recipes import recipe_names
 from t2.section import add_section_arguments, section_changes
 from t2.serve import PRECISIONS
@@ -44,7 +45,7 @@ def decode_changes(args: argparse.Namespace) -> dict[str, Any]:
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """--precision, --workers and the optional --engine, shared by evaluate and translate."""
     parser.add_argument(
-        "--engine", choices=("t2", "ct2"),
+        "--engine", choices=engine_names(),
         help="optional: the folder says which engine translates (t2 for runs and hf "
         "folders, CTranslate2 for ct2 exports); given, it is checked against the folder",
     )  # fmt: skip

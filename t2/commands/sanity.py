@@ -72,12 +72,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(combos) * len(tasks)} trainings into {out}/COMBINATION/TASK")
         return 0
     from t2.sanity.report import markdown, write_reports
-    from t2.sanity.suite import run_suite, task_config
+    from t2.sanity.suite import run_sanity_suite, task_config
 
     for task in tasks:  # a bad --set fails here, in one line, before any training
         task_config(combos[0], task, args.overrides)
     print(f"sanity: {len(combos)} combinations x {len(tasks)} tasks into {out}", flush=True)
-    outcomes = run_suite(combos, tasks, out, args.overrides, args.wandb)
+    outcomes = run_sanity_suite(combos, tasks, out, args.overrides, args.wandb)
     print()
     print(markdown(outcomes), end="")
     md, csv = write_reports(outcomes, out)

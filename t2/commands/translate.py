@@ -39,8 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    import dataclasses
-
     from t2.atomic import atomic_text
     from t2.opener import open_model
 
@@ -53,7 +51,7 @@ def run(args: argparse.Namespace) -> None:
                         precision=args.precision, workers=args.workers,
                         engine=args.engine)  # fmt: skip
     engine = opened.engine
-    decode = dataclasses.replace(opened.cfg.decode, **decode_changes(args))  # checked again
+    decode = opened.cfg.decode.updated(**decode_changes(args))  # checked again
     with contextlib.ExitStack() as stack:
         if not args.input and hasattr(sys.stdin, "reconfigure"):  # strict, as for files
             sys.stdin.reconfigure(encoding="utf-8", errors="strict")

@@ -1,2 +1,3 @@
-"""Decoding: search strategies (a registry: greedy, beam, sampling), their options and
-the translation service that turns text into ids and back around them."""
+"""Decoding: the search strategies over a model's ids (a registry: greedy, beam,
+sampling) and their options. The translation service that turns text into ids and back
+around them is t2.serve.engine."""

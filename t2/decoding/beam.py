@@ -1,5 +1,6 @@
-"""Batched beam search (batch x beam rows in one key/value cache), hypotheses compared by
-their summed log-probability over the length penalty (t2.decoding.common).
+"""Batched beam search as a strategy of the one decoding loop (t2.decoding.loop): batch x
+beam rows in one key/value cache, hypotheses compared by their summed log-probability over
+the length penalty (t2.decoding.common).
 
 The first step runs on one row per sentence, then the cache is expanded to K beams; a
 sentence leaves the batch when it is done, so the work per step shrinks as sentences end.
@@ -13,22 +14,11 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from t2.decoding.common import (
-    NEG_INF,
-    Hypothesis,
-    Penalty,
-    Scratch,
-    force_eos,
-    hypotheses,
-    max_lengths,
-    next_logprobs,
-    pad_source,
-    penalty,
-)  # fmt: skip
-from t2.decoding.greedy import greedy
-from t2.model.transformer import DecoderState, Transformer
+from t2.decoding.common import NEG_INF, Hypothesis, Penalty, hypotheses, penalty
+from t2.decoding.loop import Live
+from t2.model.transformer import DecoderState
 from t2.registry import SEARCH
-from t2.specials import BOS, EOS, PAD
+from t2.specials import EOS, PAD
 
 if TYPE_CHECKING:  # the options import this module to register its strategy
     from t2.decoding.options import DecodeConfig
@@ -100,119 +90,71 @@ def _top_candidates(scores: Tensor, lprobs: Tensor, k: int) -> tuple[Tensor, Ten
     return top, flat // vocab, flat % vocab
 
 
-@dataclass
-class _Beams:
-    """The live part of a batched beam search: N sentences x K beams."""
+class BeamSearch:
+    """K beams a sentence, hypotheses compared by their summed log-probability over the
+    length penalty `lp`. A sentence stops at its maximum length, or once K hypotheses have
+    ended and its best running beam could not beat the worst of them by ending at the next
+    step ("heuristic") or at the maximum length ("exact", a true bound); with "first_k", at
+    once (fairseq). `nbest` <= K of each come back."""
 
-    sent: Tensor  # (N,) original index of each live sentence
-    scores: Tensor  # (N, W) summed log-probabilities of the live beams (W = 1 before step 1)
-    tokens: Tensor  # (N, W, t) generated prefixes
-    max_len: Tensor  # (N,)
-    memory: Tensor  # (N, S, D): one row per sentence, shared by its beams
-    src_pad: Tensor  # (N, S)
-    fin: _Finished
-    shortest: int = 0  # the least of max_len, read when sentences leave (a sync anyway)
+    copies = 1
 
-    def __post_init__(self) -> None:
-        self.shortest = int(self.max_len.min())
+    def __init__(self, beam_size: int, lp: Penalty, stopping: str, nbest: int) -> None:
+        self.width, self.lp, self.stopping, self.nbest = beam_size, lp, stopping, nbest
 
-    def follow(self, state: DecoderState, rows: Tensor) -> None:
-        """Reorder the self-attention caches to the chosen beams, (N*K,) rows; after the
-        first step this expands them from one row per sentence to K. The memory and the
-        cross-attention caches keep one row per sentence (CrossAttention groups the beams)."""
+    def start(self, live: Live, steps: int) -> None:
+        batch, K, dev = live.sent.shape[0], self.width, live.sent.device  # noqa: N806
+        empty = torch.full((batch, K), NEG_INF, device=dev)
+        tokens = empty.new_full((batch, K, steps), PAD).long()
+        self.fin = _Finished(empty, torch.zeros_like(empty), tokens)
+        # the first step runs on one row per sentence, then the cache is expanded to K beams
+        self.scores = torch.zeros(batch, 1, device=dev)  # (N, W) of the live beams
+        self.tokens = torch.zeros((batch, 1, 0), dtype=torch.long, device=dev)  # (N, W, t)
+        self.results: list[tuple[Tensor, _Finished]] = []
+
+    def step(self, lprobs: Tensor, t: int, live: Live, state: DecoderState) -> Tensor | None:
+        """Extend every live sentence's beams, keep the ended, drop the finished sentences."""
+        fin, dev, K = self.fin, lprobs.device, self.width  # noqa: N806
+        n, width = self.scores.shape
+        lprobs = live.limit(lprobs.view(n, width, -1), t)
+        top, beam, top_tok = _top_candidates(self.scores, lprobs, K)
+        ends = fin.add_ended(top, beam, top_tok, self.tokens, t, self.lp)
+        # the K best candidates that go on
+        self.scores, pick = top.masked_fill(ends, NEG_INF).topk(K, dim=1)  # (N, K)
+        beam, next_tok = beam.gather(1, pick), top_tok.gather(1, pick)
+        prefix = self.tokens.gather(1, beam[..., None].expand(-1, -1, t))  # (N, K, t)
+        self.tokens = torch.cat([prefix, next_tok[..., None]], dim=2)
+        # the self-attention caches follow the chosen beams, (N*K,) rows; after the first
+        # step this expands them from one row per sentence to K. The memory and the
+        # cross-attention caches keep one row per sentence (CrossAttention groups the beams)
         for cache in state.self_caches:
-            cache.reorder(rows)
-
-    def keep(self, state: DecoderState, keep: Tensor, rows: Tensor) -> None:
-        """Keep sentences `keep` (N',) whose beam rows in the cache are `rows` (N'*K,)."""
+            cache.reorder((torch.arange(n, device=dev)[:, None] * width + beam).view(-1))
+        done = self._done(t, live.max_len)
+        last = next_tok.view(-1)
+        if not bool(done.any()):  # the one host sync per step
+            return last
+        self.results.append((live.sent[done], fin.take(done)))
+        keep = (~done).nonzero().squeeze(1)
+        if keep.numel() == 0:
+            return None
+        rows = (keep[:, None] * K + torch.arange(K, device=dev)).view(-1)  # (N'*K,)
         state.reorder(rows, sources=keep)
-        self.sent, self.scores, self.tokens = self.sent[keep], self.scores[keep], self.tokens[keep]
-        self.max_len, self.memory = self.max_len[keep], self.memory[keep]
-        self.src_pad = self.src_pad[keep]
-        self.fin.select(keep)
-        self.shortest = int(self.max_len.min())
+        live.keep(keep)
+        self.scores, self.tokens = self.scores[keep], self.tokens[keep]
+        fin.select(keep)
+        return last[rows]
 
+    def _done(self, t: int, max_len: Tensor) -> Tensor:
+        """Which sentences are finished after step t (stopping rule, length, no live beam)."""
+        worst = self.fin.score[:, self.width - 1]
+        full = worst.gt(NEG_INF)
+        if self.stopping != "first_k":  # exact: the bound at the maximum length; heuristic: now
+            limit = max_len if self.stopping == "exact" else torch.full_like(max_len, t + 1)
+            full &= worst >= best_possible(self.scores[:, 0], limit, self.lp)
+        return full | (t >= max_len) | self.scores[:, 0].isneginf()
 
-@torch.no_grad()
-def beam_search(
-    model: Transformer,
-    src: Tensor,
-    beam_size: int = 4,
-    lenpen: float = 0.6,
-    max_len_a: float = 1.0,
-    max_len_b: int = 50,
-    nbest: int = 1,
-    lengths: Tensor | None = None,
-    stopping: str = "heuristic",
-    length_norm: str = "length",
-) -> list[list[Hypothesis]]:
-    """Batched beam search (batch x beam rows in one cache), hypotheses compared by their
-    summed log-probability over the length penalty `length_norm` at `lenpen`
-    (length_penalty).
-    A sentence stops at its maximum length, or once `beam_size` hypotheses have ended and
-    its best running beam could not beat the worst of them by ending at the next step
-    ("heuristic") or at the maximum length ("exact", a true bound); with "first_k", at once
-    (fairseq). Returns the `nbest` best, nbest <= beam_size.
-    `lengths` (B,) overrides the maximum lengths of max_len_a and max_len_b."""
-    B, K, dev = src.shape[0], beam_size, src.device  # noqa: N806
-    lp = penalty(lenpen, length_norm)
-    src = pad_source(model, src)
-    src_pad = src.eq(PAD)
-    max_len = lengths if lengths is not None else max_lengths(model, src, max_len_a, max_len_b)
-    steps = int(max_len.max()) + 1
-    empty = torch.full((B, K), NEG_INF, device=dev)
-    fin = _Finished(empty, torch.zeros_like(empty), empty.new_full((B, K, steps), PAD).long())
-    # the first step runs on one row per sentence, then the cache is expanded to K beams
-    beams = _Beams(
-        torch.arange(B, device=dev), torch.zeros(B, 1, device=dev),
-        src.new_empty((B, 1, 0)), max_len, model.encode(src, src_pad), src_pad, fin,
-    )  # fmt: skip
-    results: list[tuple[Tensor, _Finished]] = []
-    last = torch.full((B,), BOS, dtype=torch.long, device=dev)
-    state, scratch = model.new_state(steps), Scratch(B * K)
-    for t in range(steps):
-        last = _step(model, beams, state, scratch, last, t, K, lp, stopping, results)
-        if last is None:
-            break
-    return _collect(results, B, nbest, lp)
-
-
-def _step(
-    model: Transformer, beams: _Beams, state: DecoderState, scratch: Scratch, last: Tensor,
-    t: int, K: int, lp: Penalty, stopping: str, results: list,  # noqa: N803
-) -> Tensor | None:  # fmt: skip
-    """One step of every live sentence's beams: extend, keep the ended, drop the finished
-    sentences (appended to `results`). Returns the next input tokens, None when all ended."""
-    fin, dev = beams.fin, last.device
-    n, width = beams.scores.shape
-    lprobs = next_logprobs(model, last, beams.memory, beams.src_pad, state, scratch)
-    lprobs = lprobs.view(n, width, -1)
-    if t >= beams.shortest:  # some sentence is at its maximum length (known on the host)
-        lprobs = force_eos(lprobs, t >= beams.max_len)
-    top, beam, top_tok = _top_candidates(beams.scores, lprobs, K)
-    ends = fin.add_ended(top, beam, top_tok, beams.tokens, t, lp)
-    # the K best candidates that go on
-    beams.scores, pick = top.masked_fill(ends, NEG_INF).topk(K, dim=1)  # (N, K)
-    beam, next_tok = beam.gather(1, pick), top_tok.gather(1, pick)
-    prefix = beams.tokens.gather(1, beam[..., None].expand(-1, -1, t))  # (N, K, t)
-    beams.tokens = torch.cat([prefix, next_tok[..., None]], dim=2)
-    rows = (torch.arange(n, device=dev)[:, None] * width + beam).view(-1)  # (N*K,)
-    last = next_tok.view(-1)
-    beams.follow(state, rows)
-    full = fin.score[:, K - 1].gt(NEG_INF)
-    if stopping != "first_k":  # exact: the bound at the maximum length; heuristic: now
-        limit = beams.max_len if stopping == "exact" else torch.full_like(beams.max_len, t + 1)
-        full &= fin.score[:, K - 1] >= best_possible(beams.scores[:, 0], limit, lp)
-    done = full | (t >= beams.max_len) | beams.scores[:, 0].isneginf()
-    if not bool(done.any()):  # the one host sync per step
-        return last
-    results.append((beams.sent[done], fin.take(done)))
-    keep = (~done).nonzero().squeeze(1)
-    if keep.numel() == 0:
-        return None
-    keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).view(-1)  # (N'*K,)
-    beams.keep(state, keep, keep_rows)
-    return last[keep_rows]
+    def finish(self, batch: int) -> list[list[Hypothesis]]:
+        return _collect(self.results, batch, self.nbest, self.lp)
 
 
 def best_possible(log_prob: Tensor, max_len: Tensor, lp: Penalty) -> Tensor:
@@ -236,11 +178,7 @@ def _collect(results: list, batch: int, nbest: int, lp: Penalty) -> list[list[Hy
 
 
 @SEARCH.register("beam")
-def beam(
-    model: Transformer, src: Tensor, cfg: DecodeConfig, generator: torch.Generator | None = None
-) -> list[list[Hypothesis]]:
-    """Beam search of cfg.beam_size; a beam of 1 is greedy search."""
-    if cfg.beam_size == 1:
-        return greedy(model, src, cfg)
-    return beam_search(model, src, cfg.beam_size, cfg.lenpen, cfg.max_len_a, cfg.max_len_b,
-                       cfg.nbest, stopping=cfg.stopping, length_norm=cfg.length_norm)  # fmt: skip
+def beam(cfg: DecodeConfig, generator: torch.Generator) -> BeamSearch:
+    """Beam search of cfg.beam_size (a beam of 1 is recorded as greedy, t2.decoding.options)."""
+    lp = penalty(cfg.lenpen, cfg.length_norm)
+    return BeamSearch(cfg.beam_size, lp, cfg.stopping, cfg.nbest)

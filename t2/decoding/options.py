@@ -9,7 +9,8 @@ GenerationConfig). CTranslate2's engine maps a few onto its own names (t2.serve.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 import t2.decoding.search  # noqa: F401  (registers the strategies)
 from t2.errors import ConfigError
@@ -27,6 +28,7 @@ class DecodeConfig(Section):
 
     # shapes: the strategies whose output a key changes (ANY: all); batch_size and nbest
     # change how many sentences at once and how many hypotheses kept, not what is found
+    # greedy has one name: search beam with beam_size 1 is recorded as search greedy
     search: str = component("beam", SEARCH, help="greedy, beam (a beam of 1 is greedy) or sample")
     beam_size: int = option(4, "beams per sentence (1: greedy)", "--beam", shapes=("beam",))
     lenpen: float = option(0.6, "length penalty alpha (the paper's 0.6)", shapes=ANY)
@@ -63,6 +65,8 @@ class DecodeConfig(Section):
                 f"decode.nbest={self.nbest} is more than decode.beam_size={self.beam_size}; "
                 f"raise the beam size (--beam-size) or lower nbest"
             )
+        if self.search == "beam" and self.beam_size == 1:
+            object.__setattr__(self, "search", "greedy")  # one spelling of greedy search
         if self.search == "greedy" and self.nbest > 1:
             raise ConfigError(
                 f"decode.nbest={self.nbest} with greedy search, which finds one hypothesis; "
@@ -73,6 +77,18 @@ class DecodeConfig(Section):
                 f"decode.temperature must be > 0 and decode.top_p in (0, 1], got "
                 f"{self.temperature} and {self.top_p}"
             )
+
+    def updated(self, **changes: Any) -> DecodeConfig:
+        """These settings with `changes` (decode.* keys). A beam size given without a search
+        asks for beam search: a greedy section would otherwise ignore it."""
+        if "beam_size" in changes and "search" not in changes and self.search == "greedy":
+            changes = {**changes, "search": "beam"}
+        return replace(self, **changes)
+
+    def recorded(self) -> dict[str, Any]:
+        """Every setting that shapes the output, search first: what results, scores and the
+        model card record of a decode."""
+        return output_settings(asdict(self))
 
 
 def output_settings(values: dict) -> dict:

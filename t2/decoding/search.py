@@ -1,7 +1,8 @@
-"""The search strategies (decode.search), one registry: greedy and sampling
-(t2.decoding.greedy), beam (t2.decoding.beam). Each takes the model, a padded source batch
-(B, S) on its device, the decode settings and a random generator (sampling's), and returns
-each sentence's n-best hypotheses."""
+"""The entry to decoding: the search strategies (decode.search) are one registry, greedy and
+sampling (t2.decoding.greedy) and beam (t2.decoding.beam), each a strategy of the one loop
+(t2.decoding.loop). Each registered name makes its strategy object from the decode
+settings and a random generator (sampling's); `search` runs it in the loop over a padded
+source batch (B, S) and returns each sentence's n-best hypotheses."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 import t2.decoding.beam
 import t2.decoding.greedy  # noqa: F401  (register the strategies)
 from t2.decoding.common import Hypothesis
+from t2.decoding.loop import generate
 from t2.model.transformer import Transformer
 from t2.registry import SEARCH
 
@@ -20,8 +22,15 @@ if TYPE_CHECKING:
 
 
 def search(
-    model: Transformer, src: torch.Tensor, cfg: DecodeConfig,
+    model: Transformer,
+    src: torch.Tensor,
+    cfg: DecodeConfig,
     generator: torch.Generator | None = None,
-) -> list[list[Hypothesis]]:  # fmt: skip
-    """The n-best hypotheses of each sentence by the strategy cfg.search names."""
-    return SEARCH.get(cfg.search)(model, src, cfg, generator)
+    lengths: torch.Tensor | None = None,
+) -> list[list[Hypothesis]]:
+    """The n-best hypotheses of each sentence by the strategy cfg.search names; `lengths`
+    (B,) overrides the maximum output lengths of cfg.max_len_a and cfg.max_len_b."""
+    if generator is None:  # sampling's draws: the same seed, the same output
+        generator = torch.Generator(src.device).manual_seed(cfg.seed)
+    strategy = SEARCH.get(cfg.search)(cfg, generator)
+    return generate(model, src, cfg, strategy, lengths)

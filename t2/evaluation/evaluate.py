@@ -4,7 +4,7 @@ with sacreBLEU, write hyps.txt and scores.json, print a sample and both scores."
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from t2.decoding.options import DecodeConfig
-from t2.evaluation.scoring import TestSet, choose_testset, score_corpus
-from t2.opener import open_model
+from t2.evaluation.scoring import TestSet, choose_testsets, score_corpus
+from t2.formats.choose import format_named
+from t2.opener import Opened, open_model
 from t2.progress import Progress
 from t2.rundir import eval_folder
 from t2.rundir.layout import write_json, write_lines
@@ -26,7 +27,7 @@ class EvalOptions:
     checkpoint: str
     src: str | None = None
     ref: str | None = None
-    testset: str | None = None
+    testsets: tuple[str, ...] = ()  # sacreBLEU names, each scored with the one model
     langpair: str | None = None
     decode: dict[str, Any] = field(default_factory=dict)  # decode.* keys that override the run's
     average_last: int = 0
@@ -40,30 +41,42 @@ class EvalOptions:
 
 def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
     """The run's decode section with the options' changes, one hypothesis a sentence."""
-    return replace(base, **{**opts.decode, "nbest": 1})
+    return base.updated(**{**opts.decode, "nbest": 1})
 
 
-def evaluate(opts: EvalOptions) -> dict[str, Any]:
-    """Translate a test set, score it with sacreBLEU, write hyps.txt and scores.json."""
+def evaluate(opts: EvalOptions) -> list[dict[str, Any]]:
+    """Open the model once; translate each test set, score it with sacreBLEU, write its
+    hyps.txt and scores.json (under --out, or --out/TAG when there are several sets)."""
     opened = open_model(
         opts.checkpoint, average_last=opts.average_last, device=opts.device,
         precision=opts.precision, workers=opts.workers, engine=opts.engine,
     )  # fmt: skip
-    cfg, ckpt, engine = opened.cfg, opened.path, opened.engine
-    data = choose_testset(cfg, opts.src, opts.ref, opts.testset, opts.langpair)
-    decode = decode_settings(cfg.decode, opts)
+    sets = choose_testsets(opened.cfg, opts.src, opts.ref, opts.testsets, opts.langpair)
+    reports = []
+    for data in sets:
+        if opts.out:
+            out = Path(opts.out) / data.tag if len(sets) > 1 else Path(opts.out)
+        else:
+            out = eval_folder(opened.path, data.tag)
+        reports.append(evaluate_one(opened, data, opts, out))
+    return reports
+
+
+def evaluate_one(opened: Opened, data: TestSet, opts: EvalOptions, out: Path) -> dict[str, Any]:
+    """Translate one test set with the opened model, score it, write hyps.txt and
+    scores.json in `out`."""
+    decode = decode_settings(opened.cfg.decode, opts)
     start = time.perf_counter()
     to_decode = sum(1 for s in data.sources if s.strip())  # blank lines are not decoded
     with Progress(to_decode, "translate", "sentences") as progress:
-        hyps = engine.translate(data.sources, decode, progress)
+        hyps = opened.engine.translate(data.sources, decode, progress)
     seconds = time.perf_counter() - start
     scores = score_corpus(hyps, data.references)
-    out = Path(opts.out) if opts.out else eval_folder(ckpt, data.tag)
     out.mkdir(parents=True, exist_ok=True)
     write_lines(out / "hyps.txt", hyps)
     report = {
         **scores.to_dict(),
-        "checkpoint": str(ckpt),
+        "checkpoint": str(opened.path),
         "testset": data.origin,
         "n_sentences": len(hyps),
         "seconds": round(seconds, 3),
@@ -71,7 +84,7 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
         "decode": asdict(decode),
         "average_last": opts.average_last,
         "device": str(opts.device),
-        "engine": "ct2" if opened.kind == "ct2" else "t2",
+        "engine": format_named(opened.kind).engine,
         "opened": opened.kind,
         "precision": opts.precision or "as stored",
         "workers": opts.workers,

@@ -26,7 +26,7 @@ from t2.evaluation.forced import teacher_forced
 from t2.evaluation.scoring import score_corpus
 from t2.model.transformer import Transformer
 from t2.progress import Progress
-from t2.serve.engine import T2Engine, length_batches
+from t2.serve.engine import TorchEngine, length_batches
 from t2.specials import BOS, EOS, PAD
 
 Perturbation = Callable[[list[int], random.Random], list[int]]
@@ -120,7 +120,7 @@ def run_suite(
     src_ids = encode_source(tokenizer, list(sources), cfg.data.src_bos)
     tgt_ids = [[BOS, *row[:-1], EOS] for row in encode_source(tokenizer, list(references), False)]
     decode = replace(cfg.decode, search="greedy", nbest=1, batch_size=batch_size)
-    engine = T2Engine(model, tokenizer, cfg.data.src_bos)
+    engine = TorchEngine(model, tokenizer, cfg.data.src_bos)
     results = []
     with Progress(len(PERTURBATIONS) * len(src_ids), desc, "sentences") as progress:
         for name in PERTURBATIONS:

@@ -90,7 +90,7 @@ class TestSet:
     origin: str
 
 
-def read_lines(path: str | Path, what: str) -> list[str]:
+def read_sentences(path: str | Path, what: str) -> list[str]:
     """Lines of a UTF-8 text file (blank lines kept, so that files stay aligned)."""
     path = Path(path)
     if not path.is_file():
@@ -108,7 +108,7 @@ def read_lines(path: str | Path, what: str) -> list[str]:
 
 
 def local_testset(src: str | Path, ref: str | Path) -> TestSet:
-    sources, references = read_lines(src, "source"), read_lines(ref, "reference")
+    sources, references = read_sentences(src, "source"), read_sentences(ref, "reference")
     if len(sources) != len(references):
         raise DataError(
             f"{src} has {len(sources)} lines but {ref} has {len(references)}; "
@@ -124,19 +124,20 @@ def recipe_testset(cfg: Config) -> TestSet:
     return TestSet("test", list(pairs["src"]), [list(pairs["tgt"])], f"data.test={cfg.data.test}")
 
 
-def choose_testset(
-    cfg: Config, src: str | None, ref: str | None, testset: str | None, langpair: str | None
-) -> TestSet:
-    """--src/--ref files, a sacreBLEU test set by name, or else the recipe's test split."""
+def choose_testsets(
+    cfg: Config, src: str | None, ref: str | None, testsets: tuple[str, ...], langpair: str | None
+) -> list[TestSet]:
+    """--src/--ref files, sacreBLEU test sets by name, or else the recipe's test split."""
     if (src is None) != (ref is None):
         raise DataError("pass --src FILE and --ref FILE together")
-    if src is not None and testset is not None:
+    if src is not None and testsets:
         raise DataError("pass either --src/--ref or --testset, not both")
     if src is not None:
-        return local_testset(src, ref)
-    if testset is not None:
-        if not langpair:
-            raise DataError(f"--testset {testset} needs --langpair, e.g. --langpair de-en")
-        sources, references = load_testset(testset, langpair)
-        return TestSet(f"{testset}-{langpair}", sources, references, f"sacrebleu {testset}")
-    return recipe_testset(cfg)
+        return [local_testset(src, ref)]
+    if testsets and not langpair:
+        raise DataError(f"--testset {testsets[0]} needs --langpair, e.g. --langpair de-en")
+    out = []
+    for name in testsets:
+        sources, references = load_testset(name, langpair)
+        out.append(TestSet(f"{name}-{langpair}", sources, references, f"sacrebleu {name}"))
+    return out or [recipe_testset(cfg)]

@@ -17,7 +17,7 @@ from t2.figures.capture import capture_attention
 from t2.figures.draw import draw_attention, draw_lr_find, draw_positional
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, load_run, resolve
-from t2.serve.engine import T2Engine, pad_batch
+from t2.serve.engine import TorchEngine, pad_batch
 from t2.specials import BOS
 
 FIGURES = "figures"  # the default output folder inside the run directory
@@ -103,7 +103,7 @@ def attention_figures(
     device = next(model.parameters()).device
     src_ids = encode_source(tokenizer, [sentence], cfg.data.src_bos)[0]
     greedy = replace(cfg.decode, search="greedy", nbest=1)
-    engine = T2Engine(model, tokenizer, cfg.data.src_bos, device)
+    engine = TorchEngine(model, tokenizer, cfg.data.src_bos, device)
     output = engine.decode_ids([src_ids], greedy, None)[0][0].tokens
     tgt_ids = [BOS, *output]
     maps = capture_attention(model, pad_batch([src_ids], device), pad_batch([tgt_ids], device))

@@ -168,7 +168,9 @@ def _settings(decode: dict[str, Any]) -> str:
 
 def _results(cfg: Config, r: dict[str, Any]) -> str:
     """The scores training wrote to results.json, decoded with the run's decode section."""
-    decode = asdict(cfg.decode) | {"beam_size": r.get("beam_size")}
+    # results.json's own record of its decode (every setting that shapes the output), else
+    # the beam size that older ones kept, over the run's decode section
+    decode = r.get("decode") or asdict(cfg.decode) | {"beam_size": r.get("beam_size")}
     forced = [(k.removeprefix("test_"), r[k]) for k in ("test_loss", "test_ppl",
               "test_accuracy", "exact_match") if k in r]  # fmt: skip
     text = (f"results.json, the run's test split (`data.test={cfg.data.test}`, "
@@ -204,7 +206,9 @@ def scores_section(cfg: Config, facts: RunFacts) -> str:
 def usage_section(name: str) -> str:
     return (f"## Use\n\n```python\nfrom t2.hub import from_pretrained\n\n"
             f"pretrained = from_pretrained(\"{name}\")  # a folder, or a hub repo id\n"
-            f"print(pretrained.translate([\"...\"]))  # decode.* keys as keyword arguments\n```\n\n"
+            f"print(pretrained.translate([\"...\"]))  # the run's decode settings\n"
+            f"print(pretrained.translate([\"...\"], pretrained.decode.updated(beam_size=5)))\n"
+            f"```\n\n"
             f"From the command line, on a local copy (`hf download REPO_ID --local-dir DIR` for "
             f"a hub repo):\n\n```bash\nt2 translate --checkpoint DIR --input FILE\n"
             f"t2 evaluate --checkpoint DIR --src SRC --ref REF\n```")  # fmt: skip

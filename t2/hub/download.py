@@ -8,6 +8,7 @@ the fix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from t2 import __version__
@@ -21,9 +22,13 @@ def _first_line(err: BaseException) -> str:
 
 
 def locate(
-    name: str | Path, revision: str | None = None, cache_dir: str | Path | None = None
+    name: str | Path,
+    revision: str | None = None,
+    cache_dir: str | Path | None = None,
+    files: Sequence[str] = FILES,
 ) -> Path:
-    """The folder of `name`: a local folder as it is, else the snapshot of a hub repo."""
+    """The folder of `name`: a local folder as it is, else the snapshot of a hub repo with
+    the `files` it holds (default: the hf format's; t2.formats.choose.hub_files: every format's)."""
     path = Path(name)
     if path.is_dir():
         return path
@@ -37,10 +42,12 @@ def locate(
         raise CheckpointError(
             f"{name} is neither a folder nor a Hugging Face repo id (owner/name); pass one"
         ) from None
-    return _download(str(name), revision, cache_dir)
+    return _download(str(name), revision, cache_dir, files)
 
 
-def _download(repo_id: str, revision: str | None, cache_dir: str | Path | None) -> Path:
+def _download(
+    repo_id: str, revision: str | None, cache_dir: str | Path | None, files: Sequence[str]
+) -> Path:
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.utils import (
         GatedRepoError,
@@ -53,7 +60,7 @@ def _download(repo_id: str, revision: str | None, cache_dir: str | Path | None) 
     where = f"no local folder {repo_id}, and as a Hugging Face repo"
     try:
         folder = snapshot_download(
-            repo_id, revision=revision, cache_dir=cache_dir, allow_patterns=list(FILES),
+            repo_id, revision=revision, cache_dir=cache_dir, allow_patterns=list(files),
             library_name="t2", library_version=__version__,
         )  # fmt: skip
     except LocalEntryNotFoundError as err:

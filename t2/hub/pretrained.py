@@ -1,12 +1,12 @@
 """save_pretrained / from_pretrained: a t2 model, its config and tokenizer as one folder
-(layout: t2/hub/__init__), locally or through the Hugging Face Hub's cache; registered as
-the `hf` export format (`t2 export RUN --format hf`, alias `t2 save`)."""
+(layout: t2/hub/__init__), locally or through the Hugging Face Hub's cache; the reader and
+writer of the `hf` format (t2.formats.hf: `t2 export RUN --format hf`, alias `t2 save`)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +18,12 @@ from t2.atomic import atomic_folder
 from t2.config import Config, DecodeConfig
 from t2.data.tokenizer import load_tokenizer
 from t2.errors import CheckpointError, ConfigError
-from t2.hub.card import model_card
 from t2.hub.download import locate
 from t2.hub.layout import CARD, CONFIG_JSON, HUB_FORMAT, REQUIRED, SECTIONS, TOP_KEYS, WEIGHTS
-from t2.model.summary import count_parameters
 from t2.model.transformer import Transformer
-from t2.registry import EXPORT
+from t2.rundir.loading import check_vocabulary
 from t2.rundir.store import load_weights, save_weights, unique_state
-from t2.serve.engine import T2Engine, translate
-from t2.serve.formats import ExportFormat, Opened
+from t2.serve.engine import translate
 
 
 def is_pretrained(path: str | Path) -> bool:
@@ -97,9 +94,10 @@ class Pretrained:
     ) -> Path:
         return save_pretrained(self.model, self.config, self.tokenizer, folder, card, source)
 
-    def translate(self, sentences: Sequence[str], **decode: Any) -> list[str]:
-        """Best translations in input order; keyword arguments override decode.* keys."""
-        settings = replace(self.decode, **decode)
+    def translate(self, sentences: Sequence[str], decode: DecodeConfig | None = None) -> list[str]:
+        """Best translations in input order, with `decode` (default: the run's own settings;
+        change them with self.decode.updated(beam_size=5)), as an engine's translate."""
+        settings = self.decode if decode is None else decode
         return translate(self.model, self.tokenizer, sentences, settings, self.config.data.src_bos)
 
 
@@ -122,11 +120,8 @@ def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Pretr
     model = Transformer(cfg.model)
     load_weights(model, folder)
     tokenizer = load_tokenizer(folder)
-    if len(tokenizer) != cfg.model.vocab_size:
-        raise CheckpointError(
-            f"the tokenizer in {folder} has {len(tokenizer)} tokens but its model a vocabulary "
-            f"of {cfg.model.vocab_size}; save the model with the tokenizer of its run"
-        )
+    fix = "save the model with the tokenizer of its run"
+    check_vocabulary(tokenizer, cfg, f"the tokenizer in {folder}", "its model", fix)
     return Pretrained(model.to(device).eval(), cfg, tokenizer, folder)
 
 
@@ -141,11 +136,8 @@ def save_pretrained(
         raise CheckpointError(f"{folder} is a file; pass a folder to save the model in")
     if folder.is_dir() and any(folder.iterdir()) and not is_pretrained(folder):
         raise CheckpointError(f"{folder} exists and is not a saved t2 model; pass a new folder")
-    if len(tokenizer) != cfg.model.vocab_size:
-        raise CheckpointError(
-            f"tokenizer of {len(tokenizer)} tokens for a model of vocabulary "
-            f"{cfg.model.vocab_size}; pass the tokenizer the model was trained with"
-        )
+    fix = "pass the tokenizer the model was trained with"
+    check_vocabulary(tokenizer, cfg, "the tokenizer given", "the model", fix)
     with atomic_folder(folder) as tmp:
         save_weights(unique_state(model), tmp)
         text = json.dumps(config_record(cfg, source), indent=2) + "\n"
@@ -154,35 +146,3 @@ def save_pretrained(
         if card is not None:
             (tmp / CARD).write_text(card, encoding="utf-8")
     return folder
-
-
-@EXPORT.register("hf")
-class HfFormat(ExportFormat):
-    """A model folder for the Hugging Face Hub: model.safetensors, config.json, the
-    tokenizer and a model card generated from the run's files (README.md)."""
-
-    name = "hf"
-    options = ("name",)
-
-    @staticmethod
-    def detect(folder: Path) -> bool:
-        return is_pretrained(folder)
-
-    def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
-        saved = load_folder(folder, device)
-        engine = T2Engine(saved.model, saved.tokenizer, saved.config.data.src_bos, device,
-                          precision)  # fmt: skip
-        source = json.loads((folder / CONFIG_JSON).read_text(encoding="utf-8")).get("source")
-        return Opened(engine, saved.config, saved.tokenizer, self.name, folder, engine.model,
-                      dict(source or {}))  # fmt: skip
-
-    def save(self, opened: Opened, out: Path, name: str | None = None) -> Path:
-        """`name`: the repo id the card's example loads (default: `out`)."""
-        if opened.kind != "run":
-            raise CheckpointError(
-                f"{opened.path} is already a saved model folder; push or copy it as it is"
-            )
-        card = model_card(opened.path, opened.cfg, count_parameters(opened.model),
-                          name or str(out))  # fmt: skip
-        source = {"checkpoint": opened.path.name}
-        return save_pretrained(opened.model, opened.cfg, opened.tokenizer, out, card, source)

@@ -30,8 +30,8 @@ from t2.rundir.layout import (
     step_of,
     write_json,
 )  # fmt: skip
+from t2.rundir.loading import load_run
 from t2.rundir.metrics import read_records, rewrite_records
-from t2.rundir.run import load_run
 from t2.rundir.store import (
     load_model,
     load_training_state,

@@ -148,7 +148,7 @@ def describe(outcome: Outcome) -> str:
     return f"{o.combo.label} on {o.task}: {o.status}, {figures} ({o.seconds or 0:.0f} s training)"
 
 
-def run_suite(
+def run_sanity_suite(
     combos: list[Combination],
     tasks: list[str],
     out: Path,

@@ -18,7 +18,8 @@
     embeddings x sqrt(d_model)  `scale_embeddings`
     decoder starts from BOS     `decoder_start_token` <s>; `add_source_bos` = data.src_bos
 
-A component without an entry here fails at once with one line naming it.
+A component without an entry here fails at once with one line naming it. The format
+(detection, reader, writer, files) is t2.formats.ct2.
 """
 
 from __future__ import annotations
@@ -30,17 +31,11 @@ from typing import Any
 
 import torch
 
-from t2 import __version__
-from t2.atomic import atomic_folder
 from t2.config import Config, ModelConfig
-from t2.data.tokenizer import load_tokenizer
-from t2.errors import CheckpointError, ConfigError, ExportError
+from t2.errors import CheckpointError, ExportError
 from t2.model.positional import sinusoid_table
 from t2.model.transformer import Transformer
-from t2.registry import EXPORT
 from t2.serve import QUANTIZATIONS
-from t2.serve.ct2_engine import Ct2Engine, translator
-from t2.serve.formats import ExportFormat, Opened
 
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
 # why a registered component has no mapping, where the reason is CTranslate2's
@@ -193,23 +188,9 @@ def save_spec(model: Transformer, cfg: Config, tokenizer: Any, folder: str, quan
     spec.save(folder)
 
 
-def _table_rows(cfg: ModelConfig) -> int | None:
+def table_rows(cfg: ModelConfig) -> int | None:
     """Positions the export encodes (a table's rows), None where it has no limit."""
     return cfg.max_positions if cfg.positional in TABLE_POSITIONS else None
-
-
-def _export_record(opened: Opened, quant: str) -> dict[str, Any]:
-    import ctranslate2  # optional dependency: the serve extra
-
-    cfg = opened.cfg
-    return {
-        "format": EXPORT_FORMAT, "engine": "ctranslate2", "t2": __version__,
-        "ctranslate2": ctranslate2.__version__, "quantization": quant,
-        "checkpoint": str(Path(opened.path).resolve()),
-        "recipe": opened.provenance.get("recipe"), "step": opened.provenance.get("step"),
-        "src_bos": cfg.data.src_bos, "max_positions": _table_rows(cfg.model),
-        "decode": cfg.to_dict()["decode"], "config": cfg.to_dict(),
-    }  # fmt: skip
 
 
 def is_export(path: str | Path) -> bool:
@@ -233,41 +214,3 @@ def read_export(path: str | Path) -> tuple[dict[str, Any], Config]:
             f"{meta_path} is not export format {EXPORT_FORMAT}; export the run again with this t2"
         )
     return meta, Config.from_dict(meta["config"])
-
-
-@EXPORT.register("ct2")
-class Ct2Format(ExportFormat):
-    """A CTranslate2 model folder (model.bin, config.json, shared_vocabulary.json), the
-    run's tokenizer beside it and EXPORT_META: all that translating with it needs."""
-
-    name = "ct2"
-    options = ("quantization",)
-
-    @staticmethod
-    def detect(folder: Path) -> bool:
-        return is_export(folder)
-
-    def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
-        require_ctranslate2()
-        meta, cfg = read_export(folder)
-        tokenizer = load_tokenizer(folder)
-        engine = Ct2Engine(translator(str(folder), device, precision, workers), tokenizer,
-                           cfg.data.src_bos, meta["max_positions"], workers)  # fmt: skip
-        provenance = {k: meta.get(k) for k in ("recipe", "step", "checkpoint", "quantization")}
-        return Opened(engine, cfg, tokenizer, self.name, folder, None, provenance)
-
-    def save(self, opened: Opened, out: Path, quantization: str = "float32") -> Path:
-        """The folder appears whole or not at all; an existing one is replaced only if it
-        is an export."""
-        require_ctranslate2()
-        if opened.model is None:
-            raise ConfigError(f"{opened.path} is a CTranslate2 export; export the run it came from")
-        if out.is_dir() and any(out.iterdir()) and not is_export(out):
-            raise ExportError(f"--out {out} exists and is not a t2 export; pass a new folder")
-        check_exportable(opened.cfg.model)
-        with atomic_folder(out) as tmp:
-            save_spec(opened.model, opened.cfg, opened.tokenizer, str(tmp), quantization)
-            opened.tokenizer.save_pretrained(str(tmp))
-            record = json.dumps(_export_record(opened, quantization), indent=2) + "\n"
-            (tmp / EXPORT_META).write_text(record, encoding="utf-8")
-        return out

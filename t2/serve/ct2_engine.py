@@ -50,7 +50,7 @@ def translator(folder: str, device: str, precision: str | None, workers: int) ->
 
 
 class Ct2Engine(Engine):
-    """CTranslate2's searches over a translator of an export (t2.serve.ct2's format)."""
+    """CTranslate2's searches over a translator of an export (t2.formats.ct2)."""
 
     def __init__(
         self, translator: Any, tokenizer: Any, src_bos: bool, max_positions: int | None,

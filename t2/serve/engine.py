@@ -115,7 +115,7 @@ class Engine(ABC):
                 )
 
 
-class T2Engine(Engine):
+class TorchEngine(Engine):
     """t2's own searches (t2.decoding) over a model in memory."""
 
     def __init__(
@@ -160,4 +160,4 @@ def translate(
 ) -> list[str]:  # fmt: skip
     """The best translation of each sentence by a model in memory (validation, the Python
     API); pass src_bos=cfg.data.src_bos for runs trained with BOS in front of the source."""
-    return T2Engine(model, tokenizer, src_bos, device).translate(sentences, decode)
+    return TorchEngine(model, tokenizer, src_bos, device).translate(sentences, decode)

@@ -1,10 +1,8 @@
-"""What opening a model gives (`Opened`) and what an export format is (`ExportFormat`): a
-registered class (t2.registry.EXPORT, `t2 export --format NAME`) that recognises its
-folders, opens them as an engine and writes them from an opened model.
-
-Registered: `hf` (t2.hub.pretrained: safetensors, config.json and the tokenizer, the
-Hugging Face Hub's layout) and `ct2` (t2.serve.ct2: a CTranslate2 model folder).
-"""
+"""What every model format's reader gives (`Opened`: the engine, model, config, tokenizer
+and decode defaults) and what a model format is (`ModelFormat`): a class that recognises
+its folders, names the files they hold (what a Hub download fetches), opens them and, for
+the exportable ones (registered in t2.registry.EXPORT, `t2 export --format NAME`), writes
+them from an opened model."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from t2.config import Config
+from t2.config import Config, DecodeConfig
 from t2.model.transformer import Transformer
 from t2.serve.engine import Engine
 
@@ -32,12 +30,19 @@ class Opened:
     model: Transformer | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def decode(self) -> DecodeConfig:
+        """The decode defaults the run chose (its config's decode section)."""
+        return self.cfg.decode
 
-class ExportFormat(ABC):
-    """One registered folder format: `detect`, `load` (open as an engine), `save`."""
+
+class ModelFormat(ABC):
+    """One folder format: `detect`, `load` (open as an engine), `save`, its `files`."""
 
     name: str = ""
     options: tuple[str, ...] = ()  # the `t2 export` options it takes, besides --out
+    files: tuple[str, ...] = ()  # what its folders hold: what a Hub download fetches
+    engine: str = ""  # the engine that reads its folders (--engine; t2.formats.options)
 
     @staticmethod
     @abstractmethod

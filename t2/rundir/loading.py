@@ -26,9 +26,18 @@ def load_run(
     model, cfg = load_model(ckpt, device)
     folder = tokenizer_folder(ckpt, cfg)
     tokenizer = load_tokenizer(folder)
+    fix = "use the tokenizer of the same run"
+    check_vocabulary(tokenizer, cfg, f"tokenizer {folder}", f"checkpoint {ckpt}", fix)
+    return model, cfg, tokenizer, ckpt
+
+
+def check_vocabulary(
+    tokenizer: Any, cfg: Config, tokenizer_at: str, model_at: str, fix: str
+) -> None:
+    """The one check that a tokenizer has as many entries as the model's vocabulary (run
+    directories, hf folders, both when read and when written)."""
     if len(tokenizer) != cfg.model.vocab_size:
         raise CheckpointError(
-            f"tokenizer {folder} has {len(tokenizer)} tokens but checkpoint {ckpt} has a "
-            f"vocabulary of {cfg.model.vocab_size}; use the tokenizer of the same run"
+            f"{tokenizer_at} has {len(tokenizer)} tokens but {model_at} has a vocabulary of "
+            f"{cfg.model.vocab_size}; {fix}"
         )
-    return model, cfg, tokenizer, ckpt

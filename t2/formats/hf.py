@@ -1,0 +1,54 @@
+"""The `hf` format: a model folder for the Hugging Face Hub (model.safetensors, config.json,
+the tokenizer and a model card generated from the run's files). Its reading and writing
+live in t2.hub.pretrained (save_pretrained / from_pretrained), its file names in
+t2.hub.layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from t2.errors import CheckpointError
+from t2.formats.base import ModelFormat, Opened
+from t2.formats.options import ENGINES, option_names
+from t2.hub.card import model_card
+from t2.hub.layout import CONFIG_JSON, FILES
+from t2.hub.pretrained import is_pretrained, load_folder, save_pretrained
+from t2.model.summary import count_parameters
+from t2.registry import EXPORT
+from t2.serve.engine import TorchEngine
+
+
+@EXPORT.register("hf")
+class HfFormat(ModelFormat):
+    """A model folder for the Hugging Face Hub, read by t2's own engine."""
+
+    name = "hf"
+    options = option_names("hf")
+    engine = ENGINES["hf"]
+    files = FILES
+
+    @staticmethod
+    def detect(folder: Path) -> bool:
+        return is_pretrained(folder)
+
+    def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
+        saved = load_folder(folder, device)
+        src_bos = saved.config.data.src_bos
+        engine = TorchEngine(saved.model, saved.tokenizer, src_bos, device, precision)
+        source = json.loads((folder / CONFIG_JSON).read_text(encoding="utf-8")).get("source")
+        provenance = dict(source or {})
+        return Opened(
+            engine, saved.config, saved.tokenizer, self.name, folder, engine.model, provenance
+        )
+
+    def save(self, opened: Opened, out: Path, name: str | None = None) -> Path:
+        """`name`: the repo id the card's example loads (default: `out`)."""
+        if opened.kind != "run":
+            raise CheckpointError(
+                f"{opened.path} is already a saved model folder; push or copy it as it is"
+            )
+        parameters = count_parameters(opened.model)
+        card = model_card(opened.path, opened.cfg, parameters, name or str(out))
+        source = {"checkpoint": opened.path.name}
+        return save_pretrained(opened.model, opened.cfg, opened.tokenizer, out, card, source)

@@ -1,0 +1,97 @@
+"""The model formats (t2.formats): each writer's folder is detected as its own format only,
+holds only the files the format names (what a Hub download fetches), and its reader gives
+back the run's config, decode defaults, tokenizer and translations (the round trip); the
+run format is the fall-through; a CTranslate2 export opens by its repo id through the
+hub's cache (a local folder standing in for the hub)."""
+
+from __future__ import annotations
+
+import pytest
+from hub_cache import cache_repo
+from toy_task import toy_pairs
+
+from t2.errors import CheckpointError
+from t2.exporting import export
+from t2.formats.choose import format_of, hub_files
+from t2.formats.run import RunFormat
+from t2.opener import open_model
+from t2.registry import EXPORT
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+SENTENCES = [s for s, _ in toy_pairs(5, seed=3)]
+
+
+def _needs(name: str) -> None:
+    if name == "ct2":
+        pytest.importorskip("ctranslate2")
+
+
+@pytest.mark.parametrize("name", EXPORT.names())
+def test_each_format_writes_what_its_reader_reads_back(name, toy, tmp_path):
+    _needs(name)
+    run = toy[0]
+    by_run = open_model(run)
+    out = export(run, name, tmp_path / name)
+    fmt = format_of(out)
+    assert fmt.name == name
+    assert [n for n in EXPORT.names() if EXPORT.get(n).detect(out)] == [name]
+    assert {p.name for p in out.iterdir()} <= set(fmt.files) <= set(hub_files())
+    opened = fmt.load(out, "cpu", None, 1)
+    assert (opened.kind, opened.path) == (name, out)
+    assert opened.cfg == by_run.cfg and opened.decode == by_run.decode
+    assert opened.tokenizer.get_vocab() == by_run.tokenizer.get_vocab()
+    greedy = by_run.decode.updated(search="greedy")
+    assert opened.engine.translate(SENTENCES, greedy) == by_run.engine.translate(SENTENCES, greedy)
+
+
+def test_the_run_format_is_the_fall_through_and_no_export_target(toy):
+    run = toy[0]
+    assert isinstance(format_of(run), RunFormat) and "run" not in EXPORT.names()
+    opened = open_model(run)
+    assert opened.kind == "run" and opened.provenance["checkpoint"] == str(opened.path)
+    with pytest.raises(CheckpointError, match="written by training"):
+        RunFormat().save(opened, run)
+
+
+def test_a_ctranslate2_export_opens_by_its_repo_id(toy, tmp_path, offline_cache):
+    _needs("ct2")
+    run = toy[0]
+    out = export(run, "ct2", tmp_path / "ct2")
+    snapshot = cache_repo(out, "me/tiny-ct2", offline_cache)
+    opened = open_model("me/tiny-ct2")
+    assert (opened.kind, opened.path) == ("ct2", snapshot)
+    local = open_model(out)
+    assert opened.engine.translate(SENTENCES, opened.decode) == local.engine.translate(
+        SENTENCES, local.decode
+    )
+
+
+def test_a_repo_id_download_fetches_every_formats_files(monkeypatch, tmp_path):
+    """The hub download asks for the files of hf and ct2 folders alike (was: hf's only)."""
+    import huggingface_hub
+
+    from t2.opener import _local_or_hub
+
+    asked = {}
+
+    def snapshot_download(repo_id, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        asked.update(kwargs, repo_id=repo_id)
+        return str(tmp_path)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    assert _local_or_hub("me/any", None, None) == tmp_path
+    assert asked["repo_id"] == "me/any" and sorted(asked["allow_patterns"]) == hub_files()
+    assert {"model.bin", "t2_export.json", "model.safetensors"} <= set(hub_files())
+
+
+def test_the_export_verbs_flags_are_the_formats_options():
+    from t2.cli import build_parser
+    from t2.formats.choose import all_formats
+    from t2.formats.options import ENGINES, EXPORT_OPTIONS, export_options, option_names
+
+    assert sorted(EXPORT_OPTIONS) == sorted(EXPORT.names())
+    assert {f.name: f.engine for f in all_formats()} == ENGINES
+    for name in EXPORT.names():
+        assert EXPORT.get(name).options == option_names(name)
+    args = build_parser().parse_args(["export", "RUN", "--out", "x", "--quantization", "int8"])
+    assert export_options(args) == {"name": None, "quantization": "int8"}
