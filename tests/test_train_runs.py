@@ -42,6 +42,12 @@ def train(out: Path, *extra: str, launcher: list[str] | None = None, check: bool
     return result
 
 
+def load_config_of(run: Path):
+    from t2.config import Config
+
+    return Config.from_yaml((run / "config.yaml").read_text(), saved=True)
+
+
 def final_weights(run: Path) -> dict[str, torch.Tensor]:
     return load_file(str(RunDir(run).latest() / "model.safetensors"))
 
@@ -226,6 +232,8 @@ def test_a_finished_run_keeps_its_test_translations_and_references(tiny_run):
     assert len(hyps) == len(refs) == results["n_sentences"] > 0
     exact = sum(h.strip() == r.strip() for h, r in zip(hyps, refs, strict=True)) / len(refs)
     assert exact == pytest.approx(results["exact_match"])
+    decode = load_config_of(tiny_run).decode  # every setting that shaped the translations
+    assert results["decode"] == decode.recorded() and results["decode"]["search"] == decode.search
 
 
 @pytest.mark.slow

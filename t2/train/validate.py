@@ -54,5 +54,5 @@ def final_evaluation(
     results = {f"test_{k}": v for k, v in figures.items()}
     hyps = translate(model, tokenizer, list(pairs["src"]), decode, src_bos, device)
     results.update(score_translations(hyps, list(pairs["tgt"])))
-    results.update({"n_sentences": len(hyps), "beam_size": decode.beam_size})
+    results.update({"n_sentences": len(hyps), "decode": decode.recorded()})
     return results, hyps
