@@ -43,8 +43,8 @@ def read_source(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
         src, tgt = generate(rest, split, size, seed)
         return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
     if scheme == "files":
-        src = read_lines(Path(f"{rest}.{cfg.src_lang}"))
-        tgt = read_lines(Path(f"{rest}.{cfg.tgt_lang}"))
+        src = read_source_lines(Path(f"{rest}.{cfg.src_lang}"))
+        tgt = read_source_lines(Path(f"{rest}.{cfg.tgt_lang}"))
         if len(src) != len(tgt):
             raise DataError(
                 f"{rest}.{cfg.src_lang} has {len(src)} lines but {rest}.{cfg.tgt_lang} has "
@@ -54,7 +54,7 @@ def read_source(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
     return read_hf(rest, split, cfg.src_lang, cfg.tgt_lang)
 
 
-def read_lines(path: Path) -> list[str]:
+def read_source_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file, strictly decoded; splits on "\\n" only (not U+2028 etc.)."""
     try:
         raw = path.read_bytes()

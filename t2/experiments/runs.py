@@ -20,7 +20,7 @@ import yaml
 from t2.config import load_yaml
 from t2.errors import CheckpointError
 from t2.rundir import RunDir, read_meta, read_records
-from t2.rundir.layout import WEIGHTS, read_lines
+from t2.rundir.layout import WEIGHTS, read_written_lines
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Run:
         run = RunDir(self.path)
         if not (run.test_hyps.is_file() and run.test_refs.is_file()):
             return None
-        return read_lines(run.test_hyps), read_lines(run.test_refs)
+        return read_written_lines(run.test_hyps), read_written_lines(run.test_refs)
 
 
 def _number(value: Any) -> bool:
@@ -96,7 +96,7 @@ def flatten(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def count_parameters(ckpt: Path) -> int:
+def checkpoint_parameters(ckpt: Path) -> int:
     """Elements of every tensor in a checkpoint's safetensors header (tied matrices are
     stored once; positional tables are not stored), without reading the weights."""
     with (ckpt / WEIGHTS).open("rb") as f:
@@ -121,6 +121,6 @@ def read_run(path: str | Path) -> Run:
         raise CheckpointError(f"{run.path}: unreadable config or results ({reason})") from None
     recipe = meta.get("recipe") or (results or {}).get("recipe") or "-"  # format 1: none
     ckpt = run.best() or run.latest()
-    params = count_parameters(ckpt) if ckpt else (results or {}).get("parameters")
+    params = checkpoint_parameters(ckpt) if ckpt else (results or {}).get("parameters")
     records = read_records(run.metrics)
     return Run(run.path, str(recipe), config, records, results, params, meta.get("machine"))

@@ -218,7 +218,7 @@ def write_lines(path: Path, lines: list[str]) -> None:
         f.writelines(" ".join(line.splitlines()) + "\n" for line in lines)
 
 
-def read_lines(path: Path) -> list[str]:
+def read_written_lines(path: Path) -> list[str]:
     """The lines write_lines wrote."""
     return path.read_text(encoding="utf-8").split("\n")[:-1]
 
