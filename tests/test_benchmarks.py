@@ -321,3 +321,17 @@ def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkey
     assert "`_to_copy` per eager step, base: t2 / peer | 12 / 300" in md
     assert "| quickstart | missing |" in md and "| mixed_5min | missing |" in md
     assert json.loads((tmp_path / "summary.json").read_text())["memory_model"] is None
+
+
+def test_the_benchmark_loop_prepares_its_model_with_train_pys_own_function():
+    """What training applies to a model (cast-once weights, optimizer, DDP, compilation)
+    lives in t2.train.setup.prepare_training; the benchmark's loop calls that function,
+    not a copy of it, so the two cannot drift."""
+    import inspect
+
+    loops = load("train_loops")
+    from t2.train import setup
+
+    assert loops.prepare_training is setup.prepare_training
+    assert "prepare_training(" in inspect.getsource(loops.T2Engine.__init__)
+    assert "build_optimizer" not in inspect.getsource(loops.T2Engine)
