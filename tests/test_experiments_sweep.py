@@ -105,7 +105,7 @@ def test_records_carry_a_sweep_to_a_machine_without_its_weights(tiny, tmp_path):
         assert meta["machine"] == describe(cuda=False, threads=1)  # --jobs 2: a core each
     code, stdout = t2("sweep", path, "--out", tmp_path / "new", "--records", records,
                       "--wandb", "disabled")  # fmt: skip
-    assert code == 0 and "records: 4 finished runs taken from" in stdout
+    assert code == 0 and "records: 4 finished runs taken from" in stdout, stdout[-3000:]
     assert "4 runs (2 arms x 2 seeds), 4 finished, 0 to train" in stdout
     tables = [(f / "report.md").read_text().split("## Arms")[1] for f in (out, tmp_path / "new")]
     assert tables[0] == tables[1]  # parameters and robustness too, read from the records

@@ -29,6 +29,7 @@ from t2.experiments.sweepfile import Arm, Sweep
 from t2.recipes import load_config
 from t2.rundir import RunDir
 from t2.rundir.layout import SWEEP_LOG
+from t2.section import AUTO
 
 DERIVED = frozenset({"model.vocab_size"})  # set from the tokenizer when a run starts
 
@@ -42,10 +43,13 @@ def status(run_dir: Path) -> str:
 
 
 def check_finished(sweep: Sweep, arm: Arm, seed: int, run_dir: Path) -> None:
-    """A finished run must have been trained with what the sweep file says now."""
+    """A finished run must have been trained with what the sweep file says now; a key the
+    file leaves `auto` was the run's to resolve for its machine (config.yaml holds the
+    answer: the batch plan's numbers, whether it compiled), so any value matches it."""
     want = flatten(load_config(arm.recipe, sweep.overrides(arm, seed)).to_dict())
     have = read_run(run_dir).config
-    changed = [k for k in want if k in have and k not in DERIVED and have[k] != want[k]]
+    checked = [k for k in want if k in have and k not in DERIVED and want[k] != AUTO]
+    changed = [k for k in checked if have[k] != want[k]]
     if changed:
         shown = ", ".join(f"{k}={have[k]!r} (sweep file: {want[k]!r})" for k in changed[:4])
         raise ConfigError(

@@ -51,8 +51,10 @@ CPU_FORMULA_MIN_KEYS_ONE_QUERY = 16  # float32; below 16 bits, from 1 key
 
 
 def _formula_is_faster(q: Tensor, k: Tensor) -> bool:
+    """On a CPU, eagerly, over few keys; compiled, SDPA always (one graph for every
+    length: a choice by length would recompile at each threshold)."""
     keys = k.shape[-2]
-    if code_path(q) != "cpu" or keys > CPU_FORMULA_MAX_KEYS:
+    if code_path(q) != "cpu" or keys > CPU_FORMULA_MAX_KEYS or torch.compiler.is_compiling():
         return False
     few_keys = keys < CPU_FORMULA_MIN_KEYS_ONE_QUERY and q.dtype == torch.float32
     return q.shape[-2] > 1 or not few_keys

@@ -59,9 +59,14 @@ def compile_errors() -> tuple[type[BaseException], ...]:
 
 def limit_recompiles(max_shapes: int) -> None:
     """Room for a recompilation per bucket shape (and the validation's), not dynamo's
-    default of 8, before it gives up on compiling; and for as many CUDA graphs."""
+    default of 8, before it gives up on compiling; and for as many CUDA graphs. And no
+    duck sizing: by default two dimensions of equal size in the first batch (a bucket's
+    source and target lengths, often) become one symbol, and the first batch where they
+    differ compiles the whole model again."""
     import torch._dynamo.config as dynamo
+    import torch.fx.experimental._config as shapes
 
+    shapes.use_duck_shape = False
     wanted_limit = 2 * max(max_shapes, 1) + 8
     dynamo.recompile_limit = max(dynamo.recompile_limit, wanted_limit)
     dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit, 4 * wanted_limit)
