@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import shutil
 import tempfile
@@ -101,3 +102,13 @@ def atomic_folder(path: str | Path) -> Iterator[Path]:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)  # nothing left once renamed
+
+
+def sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read a MiB at a time: the checksum that checkpoints
+    and the data cache keep beside what they write."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

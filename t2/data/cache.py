@@ -6,7 +6,6 @@ set aside (renamed `.damaged-*`, never deleted) and rebuilt from the source, in 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -16,19 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from t2.atomic import writing
+from t2.atomic import sha256, writing
 from t2.errors import T2Error
 
 SUMS = "sha256.json"
 T = TypeVar("T")
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def save_folder(folder: Path, fill: Callable[[Path], None]) -> None:

@@ -10,7 +10,6 @@ Weights load through safetensors and the training state with `weights_only=True`
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from t2.atomic import atomic_folder
+from t2.atomic import atomic_folder, sha256
 from t2.config import Config
 from t2.errors import CheckpointError, DiskFullError, T2Error
 from t2.model.transformer import Transformer
@@ -39,14 +38,6 @@ from t2.rundir.layout import (
 )  # fmt: skip
 
 STATE_KEYS = ("step", "optimizer", "scheduler", "rng", "data")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def unique_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -75,7 +66,7 @@ def write_folder(
     (folder / CONFIG).write_text(config_yaml, encoding="utf-8")
     if state is not None:
         torch.save(state, folder / STATE)
-    files = {name: _sha256(folder / name) for name in (WEIGHTS, STATE) if (folder / name).is_file()}
+    files = {name: sha256(folder / name) for name in (WEIGHTS, STATE) if (folder / name).is_file()}
     write_json(folder / META, {**meta, "sha256": files})
     (folder / COMPLETE).touch()
 
@@ -125,7 +116,7 @@ def verified(ckpt: Path, name: str) -> Path:
     expected = read_meta(ckpt).get("sha256", {}).get(name)
     if not path.is_file():
         raise CheckpointError(f"{path} is missing; use another checkpoint")
-    if expected is not None and _sha256(path) != expected:
+    if expected is not None and sha256(path) != expected:
         raise CheckpointError(
             f"{path} does not match the checksum in {Path(ckpt) / META} (changed or damaged "
             f"after it was written); use another checkpoint"
