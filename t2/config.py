@@ -90,8 +90,9 @@ class TrainConfig(Section):
         count_or_auto(self, "accumulate", 1)
         for key in ("compile", "cast_weights"):
             if getattr(self, key) not in (True, False, AUTO):
-                raise ConfigError(f"train.{key} must be true, false or auto, got "
-                                  f"{getattr(self, key)!r}")  # fmt: skip
+                raise ConfigError(
+                    f"train.{key} must be true, false or auto, got {getattr(self, key)!r}"
+                )
         self._at_least(3, "lr_find_steps")  # the suggestion needs a slope between points
         self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
                        "clip_norm", "valid_bleu_sentences", "loader_workers", "max_minutes",

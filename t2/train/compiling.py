@@ -101,9 +101,15 @@ class TrainingForward:
     """The training pass of `model` (forward with the loss, then backward), compiled or
     eager: `run(batch, ...)` returns the micro-batch's summed loss after its backward."""
 
-    def __init__(self, model: nn.Module, compile: bool, mode: str = "default",
-                 backend: str = "inductor", max_shapes: int = 0,
-                 weights: ComputeWeights | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: nn.Module,
+        compile: bool,
+        mode: str = "default",
+        backend: str = "inductor",
+        max_shapes: int = 0,
+        weights: ComputeWeights | None = None,
+    ) -> None:
         self.model, self.graphs = model, compile and mode == "graphs"
         self.weights = weights  # bf16 compute weights of an fp32 master (t2.train.precision)
         self.compiled: Callable[..., Any] | None = None
@@ -140,8 +146,14 @@ class TrainingForward:
     def is_compiled(self) -> bool:
         return self.compiled is not None and self.fallback is None
 
-    def run(self, batch: dict[str, torch.Tensor], smoothing: float, scale: torch.Tensor,
-            backward: Callable[[torch.Tensor], None], autocast: Any) -> torch.Tensor:  # fmt: skip
+    def run(
+        self,
+        batch: dict[str, torch.Tensor],
+        smoothing: float,
+        scale: torch.Tensor,
+        backward: Callable[[torch.Tensor], None],
+        autocast: Any,
+    ) -> torch.Tensor:
         """The loss of one micro-batch, its gradient (times `scale`) accumulated by
         `backward`; the forward runs under `autocast` (a context manager factory)."""
         if self.is_compiled:
@@ -156,9 +168,15 @@ class TrainingForward:
                 return loss
         return self._pass(self.model, batch, smoothing, scale, backward, autocast)
 
-    def _pass(self, forward: Callable[..., Any], batch: dict[str, torch.Tensor],
-              smoothing: float, scale: torch.Tensor, backward: Callable[[torch.Tensor], None],
-              autocast: Any) -> torch.Tensor:  # fmt: skip
+    def _pass(
+        self,
+        forward: Callable[..., Any],
+        batch: dict[str, torch.Tensor],
+        smoothing: float,
+        scale: torch.Tensor,
+        backward: Callable[[torch.Tensor], None],
+        autocast: Any,
+    ) -> torch.Tensor:
         if self.graphs and forward is self.compiled:  # a new graph replay: earlier outputs go
             torch.compiler.cudagraph_mark_step_begin()
         with autocast():

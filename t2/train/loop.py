@@ -124,8 +124,11 @@ def report_compilation(run: Training, record: dict[str, Any], step: int) -> None
     graphs, seen = record["compiles"], forward.graphs_reported
     if seen is not None and graphs <= seen:
         return
-    first = f"the first micro-batch took {forward.first_s:.1f} s, " if seen is None and (
-        forward.first_s is not None) else ""  # fmt: skip
+    first = (
+        f"the first micro-batch took {forward.first_s:.1f} s, "
+        if seen is None and (forward.first_s is not None)
+        else ""
+    )
     how = "eager fallback: " + forward.fallback if forward.fallback else "compiled"
     speed = f"{record['tokens_per_s']:,.0f} target tokens/s since the last logged step"
     line = f"compile: {graphs} graph{'s' * (graphs != 1)} by step {step} ({how}); {first}{speed}"

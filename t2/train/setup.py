@@ -172,8 +172,9 @@ def prepare_training(
     scheduler = build_scheduler(optimizer, t, cfg.model.d_model)
     trained, optimizer = prepare_model(accelerator, weights.module if weights else model, optimizer)
     compiled = wanted(t.compile, device.type)
-    forward = TrainingForward(trained, compiled, t.compile_mode, t.compile_backend,
-                              cfg.data.max_shapes, weights)  # fmt: skip
+    forward = TrainingForward(
+        trained, compiled, t.compile_mode, t.compile_backend, cfg.data.max_shapes, weights
+    )
     return (model if weights else trained), forward, optimizer, scheduler
 
 
