@@ -272,10 +272,12 @@ def engine_row(recipe: str, precision: str, name: str, r: Rounds, peak: float) -
     host's CPU time and the GPU's kernel time per step, graphs compiled while timed."""
     gflops = statistics.median(r.flops_per_s) / 1e9
     gpu = "-" if r.gpu_ms_per_step is None else f"{r.gpu_ms_per_step:.1f}"
-    return (f"{recipe:16} {precision:5} {name:11} {spread(r.tokens_per_s, '.0f'):>24} "
-            f"{statistics.median(r.s_per_step):7.3f} {gflops:8.1f} {gflops * 1e9 / peak:6.1%} "
-            f"{r.peak_mib:9.0f} {statistics.median(r.host_ms_per_step):8.1f} {gpu:>7} "
-            f"{r.recompiles:5}")  # fmt: skip
+    return (
+        f"{recipe:16} {precision:5} {name:11} {spread(r.tokens_per_s, '.0f'):>24} "
+        f"{statistics.median(r.s_per_step):7.3f} {gflops:8.1f} {gflops * 1e9 / peak:6.1%} "
+        f"{r.peak_mib:9.0f} {statistics.median(r.host_ms_per_step):8.1f} {gpu:>7} "
+        f"{r.recompiles:5}"
+    )
 
 
 def versus_peer(name: str, t2: Rounds, peer: Rounds, precision: str) -> dict:
@@ -283,19 +285,25 @@ def versus_peer(name: str, t2: Rounds, peer: Rounds, precision: str) -> dict:
     ratio = statistics.median(t2.tokens_per_s) / statistics.median(peer.tokens_per_s)
     paired = [a / b for a, b in zip(t2.tokens_per_s, peer.tokens_per_s, strict=True)]
     memory = t2.peak_mib / peer.peak_mib if peer.peak_mib > 0 else None
-    print(f"{'':16} {precision:5} {name}/marian: {ratio:.2f}x tokens/s (per round: "
-          f"{spread(paired, '.2f')}), peak memory "
-          f"{'n/a' if memory is None else f'{memory:.2f}x'}; warm-up {t2.warmup_s:.1f} s / "
-          f"{peer.warmup_s:.1f} s", flush=True)  # fmt: skip
+    print(
+        f"{'':16} {precision:5} {name}/marian: {ratio:.2f}x tokens/s (per round: "
+        f"{spread(paired, '.2f')}), peak memory "
+        f"{'n/a' if memory is None else f'{memory:.2f}x'}; warm-up {t2.warmup_s:.1f} s / "
+        f"{peer.warmup_s:.1f} s",
+        flush=True,
+    )
     peak = gpu_peak()
     host, gpu = statistics.median(t2.host_ms_per_step), t2.gpu_ms_per_step
     return {
-        "engine": name, "ratio": ratio, "ratio_rounds": paired, "peak_memory_ratio": memory,
+        "engine": name,
+        "ratio": ratio,
+        "ratio_rounds": paired,
+        "peak_memory_ratio": memory,
         **{f"t2_{key}": value for key, value in vars(t2).items()},
         **{f"marian_{key}": value for key, value in vars(peer).items()},
         "mfu": None if peak is None else statistics.median(t2.flops_per_s) / peak,
         "host_below_gpu": None if gpu is None else host < gpu,
-    }  # fmt: skip
+    }
 
 
 def describe_device(threads: int) -> str:
@@ -327,9 +335,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     records = []
     peaks = {p: matmul_peak(p) for p in args.precisions.split(",")}
     print("matmul 1024^3: " + ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in peaks.items()))
-    print(f"{'recipe':16} {'prec':5} {'engine':11} {'tokens/s (range)':>24} {'s/step':>7} "
-          f"{'GFLOP/s':>8} {'of mm':>6} {'peak MiB':>9} {'host ms':>8} {'GPU ms':>7} "
-          f"{'recmp':>5}")  # fmt: skip
+    print(
+        f"{'recipe':16} {'prec':5} {'engine':11} {'tokens/s (range)':>24} {'s/step':>7} "
+        f"{'GFLOP/s':>8} {'of mm':>6} {'peak MiB':>9} {'host ms':>8} {'GPU ms':>7} "
+        f"{'recmp':>5}"
+    )
     compared = args.recipes.split(",") if args.rounds > 0 and not args.scaling else []
     for recipe in compared:  # --scaling: that table instead; --rounds 0: --profile alone
         cfg = load_config(recipe, args.set)
@@ -341,12 +351,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
             peer = rounds.pop("marian")
             for name, t2 in rounds.items():
                 record = versus_peer(name, t2, peer, precision)
-                records.append({"recipe": recipe, "precision": precision,
-                                "device": describe_device(args.threads),
-                                "d_model": cfg.model.d_model,
-                                "layers": cfg.model.n_encoder_layers,
-                                "max_tokens": args.max_tokens,
-                                "matmul_flops_per_s": peaks[precision], **record})  # fmt: skip
+                records.append(
+                    {
+                        "recipe": recipe,
+                        "precision": precision,
+                        "device": describe_device(args.threads),
+                        "d_model": cfg.model.d_model,
+                        "layers": cfg.model.n_encoder_layers,
+                        "max_tokens": args.max_tokens,
+                        "matmul_flops_per_s": peaks[precision],
+                        **record,
+                    }
+                )
             save(args, records)  # as it goes: a run cut short keeps what it measured
     if args.count_ops:
         records = count_all(args, ds, len(tokenizer), records)

@@ -41,9 +41,11 @@ def _speed(row: dict) -> str:
     host_ms = f"{sorted(host)[len(host) // 2]:.1f}" if host else "n/a"
     gpu = row.get("t2_gpu_ms_per_step")
     gpu_ms = "n/a" if gpu is None else f"{gpu:.1f}"
-    return (f"| {row.get('engine', 't2')} / peer tokens/s, {row['recipe']} {row['precision']} "
-            f"| {row['ratio']:.2f}x, MFU {mfu}, host {host_ms} ms / GPU {gpu_ms} ms a step, "
-            f"{row.get('t2_recompiles', 'n/a')} recompiles |")  # fmt: skip
+    return (
+        f"| {row.get('engine', 't2')} / peer tokens/s, {row['recipe']} {row['precision']} "
+        f"| {row['ratio']:.2f}x, MFU {mfu}, host {host_ms} ms / GPU {gpu_ms} ms a step, "
+        f"{row.get('t2_recompiles', 'n/a')} recompiles |"
+    )
 
 
 def markdown(s: dict) -> str:

@@ -108,8 +108,14 @@ def step_ops(engine, cuda_path: bool) -> dict:  # noqa: ANN001
     total = sum(mode.calls.values())
     as_cuda = {f: n for f, n in mode.calls.items() if isinstance(f, str)}
     casts = sum(n for f, n in mode.calls.items() if "_to_copy" in str(f))
-    return {"ops": total - views, "ops_with_views": total, "kernels": kernels, "top": top[:12],
-            "as_cuda": as_cuda, "casts": casts}  # fmt: skip
+    return {
+        "ops": total - views,
+        "ops_with_views": total,
+        "kernels": kernels,
+        "top": top[:12],
+        "as_cuda": as_cuda,
+        "casts": casts,
+    }
 
 
 def count_ops(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict:  # noqa: ANN001

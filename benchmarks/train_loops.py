@@ -87,8 +87,15 @@ class T2Engine:
     """train.py's step path: Accelerate, train_step, the scheduler; no validation. `mode`
     (MODES) overrides the recipe's train.compile; None keeps it (auto: compiled on CUDA)."""
 
-    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str,
-                 batches=None, mode: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: Config,
+        ds,
+        args: argparse.Namespace,
+        precision: str,
+        batches=None,
+        mode: str | None = None,
+    ) -> None:
         from accelerate import Accelerator
         from accelerate.state import AcceleratorState
 

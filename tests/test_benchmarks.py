@@ -135,10 +135,29 @@ def test_bench_train_times_each_mode_of_the_training_pass_against_the_peer(singl
     """--modes: eager and compiled t2 (dynamo's eager backend here: no C++ build) each get
     a record against the same peer rounds, with host time per step and no recompilation
     once warm (the batch and length dimensions are symbolic)."""
-    argv = ["--threads", "1", "--pairs", "600", "--vocab", "300", "--max-tokens", "200",
-            "--rounds", "2", "--steps-per-round", "1", "--precisions", "fp32",
-            "--recipes", "base", "--modes", "eager,compiled",
-            "--set", "train.compile_backend=eager", *TINY]  # fmt: skip
+    argv = [
+        "--threads",
+        "1",
+        "--pairs",
+        "600",
+        "--vocab",
+        "300",
+        "--max-tokens",
+        "200",
+        "--rounds",
+        "2",
+        "--steps-per-round",
+        "1",
+        "--precisions",
+        "fp32",
+        "--recipes",
+        "base",
+        "--modes",
+        "eager,compiled",
+        "--set",
+        "train.compile_backend=eager",
+        *TINY,
+    ]
     records = load("bench_train").main(argv)
     by = {r["engine"]: r for r in records}
     assert set(by) == {"t2-eager", "t2-compiled"}
@@ -302,15 +321,39 @@ def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkey
     summary = load("gpu_summary")
     (tmp_path / "device.txt").write_text("2026-11-25\nabc123\nNVIDIA H100, 81559 MiB, 580\n")
     (tmp_path / "tests.txt").write_text("....\n4 passed in 3.1s\n")
-    (tmp_path / "train.json").write_text(json.dumps([
-        {"recipe": "base", "precision": "bf16", "ratio": 2.1, "mfu": 0.31,
-         "engine": "t2-graphs", "t2_host_ms_per_step": [9.0, 11.0, 10.0],
-         "t2_gpu_ms_per_step": 40.5, "t2_recompiles": 0},
-        {"recipe": "base", "precision": "bf16", "ratio": 1.1, "mfu": 0.15}]))  # fmt: skip
-    (tmp_path / "ops.json").write_text(json.dumps([
-        {"recipe": "base", "precision": "bf16", "ops_per_step": 900, "kernels_per_step": 700,
-         "peer_ops_per_step": 1500, "peer_kernels_per_step": 1200, "casts_per_step": 12,
-         "peer_casts_per_step": 300}]))  # fmt: skip
+    (tmp_path / "train.json").write_text(
+        json.dumps(
+            [
+                {
+                    "recipe": "base",
+                    "precision": "bf16",
+                    "ratio": 2.1,
+                    "mfu": 0.31,
+                    "engine": "t2-graphs",
+                    "t2_host_ms_per_step": [9.0, 11.0, 10.0],
+                    "t2_gpu_ms_per_step": 40.5,
+                    "t2_recompiles": 0,
+                },
+                {"recipe": "base", "precision": "bf16", "ratio": 1.1, "mfu": 0.15},
+            ]
+        )
+    )
+    (tmp_path / "ops.json").write_text(
+        json.dumps(
+            [
+                {
+                    "recipe": "base",
+                    "precision": "bf16",
+                    "ops_per_step": 900,
+                    "kernels_per_step": 700,
+                    "peer_ops_per_step": 1500,
+                    "peer_kernels_per_step": 1200,
+                    "casts_per_step": 12,
+                    "peer_casts_per_step": 300,
+                }
+            ]
+        )
+    )
     monkeypatch.setattr(sys, "argv", ["gpu_summary.py", str(tmp_path)])
     summary.main()
     md = (tmp_path / "summary.md").read_text()

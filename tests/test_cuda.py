@@ -94,9 +94,19 @@ def test_the_compiled_training_pass_gives_the_eager_loss_and_gradients(mode):
     from t2.train.compiling import TrainingForward
 
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=300, d_model=64, n_heads=4, d_ff=128, n_encoder_layers=2,
-                      n_decoder_layers=2, positional="rope", norm="rmsnorm", ffn="swiglu",
-                      norm_position="pre", dropout=0.0)  # fmt: skip
+    cfg = ModelConfig(
+        vocab_size=300,
+        d_model=64,
+        n_heads=4,
+        d_ff=128,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        positional="rope",
+        norm="rmsnorm",
+        ffn="swiglu",
+        norm_position="pre",
+        dropout=0.0,
+    )
     eager_model = Transformer(cfg).cuda().train()
     compiled_model = copy.deepcopy(eager_model)
     g = torch.Generator().manual_seed(1)
@@ -104,8 +114,9 @@ def test_the_compiled_training_pass_gives_the_eager_loss_and_gradients(mode):
     for rows, length in ((16, 12), (8, 20)):
         ids = torch.randint(3, 300, (rows, length + 1), generator=g)
         ids[0, length - 3 :] = 0
-        batches.append({"src": ids[:, :-1].cuda(), "tgt_in": ids[:, :-1].cuda(),
-                        "tgt_out": ids[:, 1:].cuda()})  # fmt: skip
+        batches.append(
+            {"src": ids[:, :-1].cuda(), "tgt_in": ids[:, :-1].cuda(), "tgt_out": ids[:, 1:].cuda()}
+        )
     autocast = lambda: torch.autocast("cuda", torch.bfloat16)  # noqa: E731
 
     def step(forward: TrainingForward) -> tuple[torch.Tensor, list[torch.Tensor]]:

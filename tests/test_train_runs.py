@@ -188,8 +188,14 @@ def test_a_compiled_run_traces_one_graph_for_all_bucket_shapes_and_trains_as_eag
     sets = ["--set", "data.max_shapes=3", "--set", "train.max_steps=20",
             "--set", "train.eval_every=20", "--set", "train.save_every=20"]  # fmt: skip
     train(tmp_path / "eager", *sets)
-    done = train(tmp_path / "compiled", *sets, "--set", "train.compile=true",
-                 "--set", "train.compile_backend=aot_eager")  # fmt: skip
+    done = train(
+        tmp_path / "compiled",
+        *sets,
+        "--set",
+        "train.compile=true",
+        "--set",
+        "train.compile_backend=aot_eager",
+    )
     records = [r for r in read_metrics(tmp_path / "compiled") if "compiles" in r]
     assert [r["compiles"] for r in records] == [1] * 20
     assert "compile: 1 graph by step 1 (compiled); the first micro-batch took" in done.stdout
