@@ -14,8 +14,9 @@ from t2.data.tokenizer import prepare_tokenizer
 
 
 def task_cfg(tmp_path: Path) -> DataConfig:
-    return DataConfig(task_train_size=300, task_eval_size=50, vocab_size=120,
-                      cache_dir=str(tmp_path / "cache"))  # fmt: skip
+    return DataConfig(
+        task_train_size=300, task_eval_size=50, vocab_size=120, cache_dir=str(tmp_path / "cache")
+    )
 
 
 def truncate(path: Path) -> None:

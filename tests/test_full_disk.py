@@ -30,8 +30,9 @@ from t2.train.tracking import MetricsLog
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-TINY = ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
-                   n_decoder_layers=1)  # fmt: skip
+TINY = ModelConfig(
+    vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1
+)
 STATE = {"step": 3, "optimizer": {}, "scheduler": {}, "rng": {}, "data": {}}
 PAGE = 4096
 
@@ -41,8 +42,11 @@ def disk(tmp_path):
     """An 8 MiB tmpfs, unmounted after the test."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
-                          capture_output=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip("mounting a tmpfs needs root")
     yield mount
@@ -189,11 +193,25 @@ def test_a_training_run_on_a_disk_that_fills_ends_in_one_line_and_resumes(disk, 
 
     run = disk / "run"
     sets = [arg for kv in (*TINY, f"data.cache_dir={tmp_path / 'cache'}") for arg in ("--set", kv)]
-    args = [str(ROOT / "train.py"), "--recipe", "quickstart", "--out", str(run), "--wandb",
-            "disabled", *sets]  # fmt: skip
+    args = [
+        str(ROOT / "train.py"),
+        "--recipe",
+        "quickstart",
+        "--out",
+        str(run),
+        "--wandb",
+        "disabled",
+        *sets,
+    ]
     env = {**ENV, "T2_DISK": str(disk)}
-    cut = subprocess.run([sys.executable, "-c", FILL_AT_STEP, *args], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    cut = subprocess.run(
+        [sys.executable, "-c", FILL_AT_STEP, *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert cut.returncode == 2, cut.stderr[-3000:]
     lines = [line for line in cut.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in cut.stderr, cut.stderr[-3000:]
@@ -203,7 +221,13 @@ def test_a_training_run_on_a_disk_that_fills_ends_in_one_line_and_resumes(disk, 
     assert RunDir(run).latest() == intact
     assert not list(RunDir(run).checkpoint_dir.glob(".tmp-*"))
     (disk / "filler").unlink()
-    again = subprocess.run([sys.executable, *args, "--resume"], env=ENV, cwd=ROOT,
-                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    again = subprocess.run(
+        [sys.executable, *args, "--resume"],
+        env=ENV,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert RunDir(run).latest().name == "step-0000006" and (run / "results.json").is_file()

@@ -42,8 +42,18 @@ def _free_port() -> int:
 
 def _command(out, *extra: str, python: list[str] | None = None) -> list[str]:
     sets = [arg for kv in (*TINY, "train.max_steps=6") for arg in ("--set", kv)]
-    return [*(python or [sys.executable]), str(ROOT / "train.py"), "--recipe", "quickstart",
-            "--out", str(out), "--wandb", "disabled", *sets, *extra]  # fmt: skip
+    return [
+        *(python or [sys.executable]),
+        str(ROOT / "train.py"),
+        "--recipe",
+        "quickstart",
+        "--out",
+        str(out),
+        "--wandb",
+        "disabled",
+        *sets,
+        *extra,
+    ]
 
 
 def _launch(run, *extra: str, program: str, env: dict[str, str]) -> list[subprocess.Popen]:
@@ -51,12 +61,26 @@ def _launch(run, *extra: str, program: str, env: dict[str, str]) -> list[subproc
     port, python = _free_port(), [sys.executable, "-c", program]
     procs = []
     for rank in (0, 1):
-        ranked = {**ENV, **env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                  "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-                  "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
-        procs.append(subprocess.Popen(_command(run, *extra, python=python), env=ranked,
-                                      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))  # fmt: skip
+        ranked = {
+            **ENV,
+            **env,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+        }
+        procs.append(
+            subprocess.Popen(
+                _command(run, *extra, python=python),
+                env=ranked,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     return procs
 
 
@@ -66,8 +90,9 @@ def test_a_stopped_process_ends_the_other_after_the_timeout_in_one_line_and_resu
 ):
     run, stopped_at = tmp_path / "run", tmp_path / "stopped_at"
     env = {"T2_STOP_STEP": "5", "T2_STOPPED_AT": str(stopped_at)}
-    survivor, stopped = _launch(run, "--set", f"train.collective_timeout={TIMEOUT}",
-                                program=STOP_AT_STEP, env=env)  # fmt: skip
+    survivor, stopped = _launch(
+        run, "--set", f"train.collective_timeout={TIMEOUT}", program=STOP_AT_STEP, env=env
+    )
     try:
         _, err = survivor.communicate(timeout=600)
         ended = time.time()
@@ -84,8 +109,9 @@ def test_a_stopped_process_ends_the_other_after_the_timeout_in_one_line_and_resu
     assert f"train.collective_timeout={TIMEOUT} s at step 5" in lines[0]
     assert f"{intact} is intact: restart the job with --resume" in lines[0]
     assert RunDir(run).latest() == intact
-    again = subprocess.run(_command(run, "--resume"), env=ENV, cwd=ROOT, capture_output=True,
-                           text=True, timeout=600)  # fmt: skip
+    again = subprocess.run(
+        _command(run, "--resume"), env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert RunDir(run).latest().name == "step-0000006" and (run / "results.json").is_file()
     assert not os.path.exists(run / "checkpoints" / ".tmp-step-0000006")
@@ -108,8 +134,15 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def test_a_validation_longer_than_the_timeout_is_not_a_lost_process(tmp_path):
     """The others wait for the main process's solo work (here a validation of 8 s, with
     train.stop_exact_match asking every process after it) on the long-timeout group."""
-    procs = _launch(tmp_path / "run", "--set", "train.collective_timeout=4", "--set",
-                    "train.stop_exact_match=1.0", program=SLOW_VALIDATION, env={})  # fmt: skip
+    procs = _launch(
+        tmp_path / "run",
+        "--set",
+        "train.collective_timeout=4",
+        "--set",
+        "train.stop_exact_match=1.0",
+        program=SLOW_VALIDATION,
+        env={},
+    )
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]

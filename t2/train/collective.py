@@ -63,16 +63,20 @@ class LostProcess:
     def __enter__(self) -> LostProcess:
         return self
 
-    def __exit__(self, kind: type | None, err: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, kind: type | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
         waited = time.monotonic() - self.since
         if self.accelerator.num_processes == 1 or waited < self.timeout:
             return
         if not isinstance(err, RuntimeError) or isinstance(err, (T2Error, torch.OutOfMemoryError)):
             return
         ckpt = self.latest()
-        then = f"{ckpt} is intact: restart the job with --resume" if ckpt else (
-            "no checkpoint was written yet: restart the job")  # fmt: skip
+        then = (
+            f"{ckpt} is intact: restart the job with --resume"
+            if ckpt
+            else ("no checkpoint was written yet: restart the job")
+        )
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
         raise LostProcessError(
             f"process {self.accelerator.process_index}: another process did not answer for "

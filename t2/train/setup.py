@@ -245,6 +245,21 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     rank, world = accelerator.process_index, accelerator.num_processes
     sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
-    return Training(cfg, accelerator, tokenizer, model, optimizer, scheduler, sampler, loader,
-               valid_loader, valid_pairs, run, forward, lengths(train_ds, "tgt"), held,
-               plan.estimate.total, waits)  # fmt: skip
+    return Training(
+        cfg,
+        accelerator,
+        tokenizer,
+        model,
+        optimizer,
+        scheduler,
+        sampler,
+        loader,
+        valid_loader,
+        valid_pairs,
+        run,
+        forward,
+        lengths(train_ds, "tgt"),
+        held,
+        plan.estimate.total,
+        waits,
+    )
