@@ -68,8 +68,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--vocab-size", type=int, default=16000)
     parser.add_argument("--max-tokens", default="4096,25000", help="token budgets, commas")
-    parser.add_argument("--max-tokens-per-sentence", type=int,
-                        default=DataConfig.max_tokens_per_sentence)  # fmt: skip
+    parser.add_argument(
+        "--max-tokens-per-sentence", type=int, default=DataConfig.max_tokens_per_sentence
+    )
     parser.add_argument("--json", type=Path, help="write the batching rows to this file")
     parser.add_argument("--repeats", type=int, default=2, help="encoding runs; the best counts")
     args = parser.parse_args()
@@ -78,8 +79,12 @@ def main() -> None:
     if not Path(f"{prefix}.de").is_file():
         raise DataError(f"{prefix}.de not found; set T2_SHARED_DATA to the shared data folder")
     with tempfile.TemporaryDirectory() as cache:
-        cfg = DataConfig(train=f"files:{prefix}", vocab_size=args.vocab_size, cache_dir=cache,
-                         max_tokens_per_sentence=args.max_tokens_per_sentence)  # fmt: skip
+        cfg = DataConfig(
+            train=f"files:{prefix}",
+            vocab_size=args.vocab_size,
+            cache_dir=cache,
+            max_tokens_per_sentence=args.max_tokens_per_sentence,
+        )
         pairs = timed("read + clean + save (cold)", lambda: load_pairs(cfg, "train", 1))
         n = len(pairs)
         timed("read cleaned pairs (cached)", lambda: load_pairs(cfg, "train", 1), n)
@@ -137,12 +142,21 @@ def _batching(enc, args: argparse.Namespace) -> None:  # noqa: ANN001  (encoded 
     for budget in (int(b) for b in args.max_tokens.split(",")):
         t2 = timed(
             f"BatchSampler build + epoch (max_tokens {budget})",
-            lambda b=budget: list(BatchSampler(
-                src, tgt, b, 0, 1, True, max_shapes=bucketed.max_shapes,
-                rows_multiple=bucketed.pad_multiple, length_multiple=bucketed.length_multiple,
-            )),
+            lambda b=budget: list(
+                BatchSampler(
+                    src,
+                    tgt,
+                    b,
+                    0,
+                    1,
+                    True,
+                    max_shapes=bucketed.max_shapes,
+                    rows_multiple=bucketed.pad_multiple,
+                    length_multiple=bucketed.length_multiple,
+                )
+            ),
             n,
-        )  # fmt: skip
+        )
         figures = {"t2 buckets": epoch_figures(t2, src, tgt)}
         greedy = list(BatchSampler(src, tgt, budget, 0, 1, True))
         figures["t2 greedy (max_shapes 0)"] = epoch_figures(greedy, src, tgt)
@@ -162,8 +176,9 @@ def _batching(enc, args: argparse.Namespace) -> None:  # noqa: ANN001  (encoded 
                     **f,
                 }
             )
-    loader = make_loader(enc, BatchSampler(src, tgt, 4096, 0, 1, True, max_shapes=64,
-                                           rows_multiple=8), 0)  # fmt: skip
+    loader = make_loader(
+        enc, BatchSampler(src, tgt, 4096, 0, 1, True, max_shapes=64, rows_multiple=8), 0
+    )
     timed("DataLoader epoch (collate, 0 workers)", lambda: sum(1 for _ in loader), n)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

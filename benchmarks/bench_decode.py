@@ -100,22 +100,40 @@ def marian_config(args: argparse.Namespace, vocab: int, dropout: float = 0.0):
     from transformers import MarianConfig
 
     return MarianConfig(
-        vocab_size=vocab, decoder_vocab_size=vocab, d_model=args.d_model,
-        encoder_layers=args.layers, decoder_layers=args.layers,
-        encoder_attention_heads=args.n_heads, decoder_attention_heads=args.n_heads,
-        encoder_ffn_dim=args.d_ff, decoder_ffn_dim=args.d_ff, activation_function="relu",
-        max_position_embeddings=1024, scale_embedding=True, dropout=dropout,
-        attention_dropout=0.0, activation_dropout=0.0,
-        pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=1, forced_eos_token_id=None,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
-    )  # fmt: skip
+        vocab_size=vocab,
+        decoder_vocab_size=vocab,
+        d_model=args.d_model,
+        encoder_layers=args.layers,
+        decoder_layers=args.layers,
+        encoder_attention_heads=args.n_heads,
+        decoder_attention_heads=args.n_heads,
+        encoder_ffn_dim=args.d_ff,
+        decoder_ffn_dim=args.d_ff,
+        activation_function="relu",
+        max_position_embeddings=1024,
+        scale_embedding=True,
+        dropout=dropout,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        decoder_start_token_id=1,
+        forced_eos_token_id=None,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+    )
 
 
 def t2_config(args: argparse.Namespace, vocab: int, dropout: float = 0.0) -> ModelConfig:
     return ModelConfig(
-        vocab_size=vocab, d_model=args.d_model, n_heads=args.n_heads, d_ff=args.d_ff,
-        n_encoder_layers=args.layers, n_decoder_layers=args.layers, dropout=dropout,
-    )  # fmt: skip
+        vocab_size=vocab,
+        d_model=args.d_model,
+        n_heads=args.n_heads,
+        d_ff=args.d_ff,
+        n_encoder_layers=args.layers,
+        n_decoder_layers=args.layers,
+        dropout=dropout,
+    )
 
 
 def eos_masked(model: Transformer) -> Transformer:
@@ -171,10 +189,15 @@ def run_hf(model, src_ids: list[list[int]], lengths: list[int], beam: int, args)
         limit = torch.tensor([lengths[i] for i in batch], device=args.device)
         force = LogitsProcessorList([ForceLength(limit.repeat_interleave(beam))])
         out = model.generate(
-            input_ids=src, attention_mask=src.ne(PAD), num_beams=beam, do_sample=False,
-            max_new_tokens=int(limit.max()) + 1, logits_processor=force, use_cache=True,
+            input_ids=src,
+            attention_mask=src.ne(PAD),
+            num_beams=beam,
+            do_sample=False,
+            max_new_tokens=int(limit.max()) + 1,
+            logits_processor=force,
+            use_cache=True,
             **({"length_penalty": 0.6, "early_stopping": True} if beam > 1 else {}),
-        )  # fmt: skip
+        )
         before_eos = out[:, 1:].eq(EOS).cumsum(dim=1).eq(0)  # HF pads with EOS or PAD
         tokens += int(before_eos.sum()) + out.shape[0]  # + each row's EOS
     return tokens
@@ -264,23 +287,35 @@ def compare(engines: dict, work: tuple, beam: int, args) -> dict[str, Timing]:
 
 def report(label: str, timings: dict[str, Timing], n_sentences: int) -> None:
     for name, t in timings.items():
-        print(f"{label:8} {name:9} {t.wall:8.2f} {t.tokens / t.wall:9.1f} "
-              f"{n_sentences / t.wall:7.2f} {t.cpu:8.2f} {t.tokens / t.cpu:9.1f} "
-              f"{t.peak_mib:9.1f}", flush=True)  # fmt: skip
+        print(
+            f"{label:8} {name:9} {t.wall:8.2f} {t.tokens / t.wall:9.1f} "
+            f"{n_sentences / t.wall:7.2f} {t.cpu:8.2f} {t.tokens / t.cpu:9.1f} "
+            f"{t.peak_mib:9.1f}",
+            flush=True,
+        )
     if "hf" not in timings:  # stopping rules of one model, against fairseq's first_k
         first = timings["first_k"]
         for name, t in timings.items():
             if name != "first_k":
-                print(f"{'':8} {name}/first_k time: {t.wall / first.wall:.2f}x wall, "
-                      f"{t.cpu / first.cpu:.2f}x CPU time", flush=True)  # fmt: skip
+                print(
+                    f"{'':8} {name}/first_k time: {t.wall / first.wall:.2f}x wall, "
+                    f"{t.cpu / first.cpu:.2f}x CPU time",
+                    flush=True,
+                )
         if "n^alpha" in timings:  # the same rule under the other normalisation
             t, h = timings["n^alpha"], timings["heuristic"]
-            print(f"{'':8} n^alpha/heuristic time: {t.wall / h.wall:.2f}x wall, "
-                  f"{t.cpu / h.cpu:.2f}x CPU time", flush=True)  # fmt: skip
+            print(
+                f"{'':8} n^alpha/heuristic time: {t.wall / h.wall:.2f}x wall, "
+                f"{t.cpu / h.cpu:.2f}x CPU time",
+                flush=True,
+            )
         return
     t2, hf = timings["t2"], timings["hf"]
-    print(f"{'':8} t2/hf throughput: {(t2.tokens / t2.wall) / (hf.tokens / hf.wall):.2f}x wall, "
-          f"{(t2.tokens / t2.cpu) / (hf.tokens / hf.cpu):.2f}x CPU time", flush=True)  # fmt: skip
+    print(
+        f"{'':8} t2/hf throughput: {(t2.tokens / t2.wall) / (hf.tokens / hf.wall):.2f}x wall, "
+        f"{(t2.tokens / t2.cpu) / (hf.tokens / hf.cpu):.2f}x CPU time",
+        flush=True,
+    )
 
 
 def target_lengths(args, tokenizer, src_ids: list[list[int]]) -> list[int]:
@@ -326,8 +361,10 @@ def stopping_rules(args: argparse.Namespace) -> None:
         f"{args.checkpoint}: {len(src_ids)} sentences of {src_file}; CPU, {args.threads} "
         f"threads; alpha {args.lenpen}; batch {args.batch_size}; best of {args.repeats}"
     )
-    print(f"{'search':8} {'rule':9} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
-          f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}")  # fmt: skip
+    print(
+        f"{'search':8} {'rule':9} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
+        f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}"
+    )
     for beam in [int(b) for b in args.beams.split(",") if int(b) > 1]:
         report(f"beam {beam}", compare(engines, (src_ids,), beam, args), len(src_ids))
 
@@ -343,14 +380,18 @@ def main() -> None:
     t2_model, hf_model = build_models(args, len(tokenizer))
     cuda = args.device.startswith("cuda")
     device = torch.cuda.get_device_name() if cuda else f"CPU, {args.threads} threads"
-    print(f"device: {device}; {'bf16 autocast' if args.bf16 else 'fp32'}; vocab {len(tokenizer)}; "
-          f"d_model {args.d_model}, {args.layers}+{args.layers} layers, d_ff {args.d_ff}; "
-          f"{len(lines)} sentences, avg {sum(map(len, src_ids)) / len(src_ids):.1f} source tokens; "
-          f"{sum(lengths) / len(lengths):.1f} target tokens + EOS each ({args.lengths} "
-          f"lengths); batch {args.batch_size}; "
-          f"best of {args.repeats}")  # fmt: skip
-    print(f"{'search':8} {'engine':9} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
-          f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}")  # fmt: skip
+    print(
+        f"device: {device}; {'bf16 autocast' if args.bf16 else 'fp32'}; vocab {len(tokenizer)}; "
+        f"d_model {args.d_model}, {args.layers}+{args.layers} layers, d_ff {args.d_ff}; "
+        f"{len(lines)} sentences, avg {sum(map(len, src_ids)) / len(src_ids):.1f} source tokens; "
+        f"{sum(lengths) / len(lengths):.1f} target tokens + EOS each ({args.lengths} "
+        f"lengths); batch {args.batch_size}; "
+        f"best of {args.repeats}"
+    )
+    print(
+        f"{'search':8} {'engine':9} {'wall s':>8} {'tokens/s':>9} {'sent/s':>7} "
+        f"{'CPU s':>8} {'tok/CPU s':>9} {'peak MiB':>9}"
+    )
     engines = {"t2": (run_t2, t2_model), "hf": (run_hf, hf_model)}
     for beam in [int(b) for b in args.beams.split(",")]:
         timings = compare(engines, (src_ids, lengths), beam, args)

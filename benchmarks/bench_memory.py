@@ -71,12 +71,21 @@ def measure(recipe: str, vocab: int, tokens: int, length: int, precision: str) -
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
     n_params = count_parameters(engine.acc.unwrap_model(engine.model))["total"]
     rows = max(tokens // length, 1) * length  # the tokens the batches really hold
-    est = estimate_memory(cfg.model, n_params, rows, length, precision == "bf16",
-                          "cuda" if cuda else "cpu")  # fmt: skip
-    return {"recipe": recipe, "vocab": vocab, "tokens": tokens, "length": length,
-            "precision": precision, "device": "cuda" if cuda else "cpu",
-            "measured": peak, "estimate": est.total, "activations": est.activations,
-            "ratio": est.total / peak}  # fmt: skip
+    est = estimate_memory(
+        cfg.model, n_params, rows, length, precision == "bf16", "cuda" if cuda else "cpu"
+    )
+    return {
+        "recipe": recipe,
+        "vocab": vocab,
+        "tokens": tokens,
+        "length": length,
+        "precision": precision,
+        "device": "cuda" if cuda else "cpu",
+        "measured": peak,
+        "estimate": est.total,
+        "activations": est.activations,
+        "ratio": est.total / peak,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,8 +103,10 @@ def run(argv: list[str] | None = None) -> list[dict]:
         print(json.dumps(measure(recipe, int(vocab), int(tokens), int(length), precision)))
         return []
     rows = []
-    print(f"{'recipe':16} {'vocab':>6} {'tokens':>6} {'length':>6} {'prec':5} "
-          f"{'measured MiB':>12} {'model MiB':>10} {'model/measured':>14}")  # fmt: skip
+    print(
+        f"{'recipe':16} {'vocab':>6} {'tokens':>6} {'length':>6} {'prec':5} "
+        f"{'measured MiB':>12} {'model MiB':>10} {'model/measured':>14}"
+    )
     cases = QUICK if args.quick else CASES + (GPU_CASES if torch.cuda.is_available() else ())
     for case in cases:
         spec = ",".join(map(str, case))
@@ -105,9 +116,12 @@ def run(argv: list[str] | None = None) -> list[dict]:
             raise SystemExit(f"case {spec} failed: {out.stderr.strip().splitlines()[-1:]}")
         row = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(row)
-        print(f"{row['recipe']:16} {row['vocab']:6} {row['tokens']:6} {row['length']:6} "
-              f"{row['precision']:5} {row['measured'] / 2**20:12.0f} "
-              f"{row['estimate'] / 2**20:10.0f} {row['ratio']:14.2f}", flush=True)  # fmt: skip
+        print(
+            f"{row['recipe']:16} {row['vocab']:6} {row['tokens']:6} {row['length']:6} "
+            f"{row['precision']:5} {row['measured'] / 2**20:12.0f} "
+            f"{row['estimate'] / 2**20:10.0f} {row['ratio']:14.2f}",
+            flush=True,
+        )
     worst = max(abs(r["ratio"] - 1) for r in rows)
     verdict = "within" if worst <= TOLERANCE else "NOT within"
     print(f"largest error {worst:.0%}: {verdict} the +-{TOLERANCE:.0%} target")

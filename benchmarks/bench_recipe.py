@@ -64,14 +64,34 @@ def arms(args: argparse.Namespace) -> dict[str, list[str]]:
 def run_once(args: argparse.Namespace, sets: list[str], out: Path) -> tuple[float, str]:
     """One training run: its median target tokens/s after the first interval, and its plan."""
     train, valid = (f"files:{SHARED / p}" for p in DATA[args.data])
-    keys = [f"data.train={train}", f"data.valid={valid}", f"data.test={valid}",
-            "data.src_lang=de", "data.tgt_lang=en",
-            f"train.max_steps={args.steps}", f"train.log_every={args.log_every}",
-            f"train.eval_every={args.steps}", f"train.save_every={args.steps}",
-            "train.valid_bleu_sentences=0", "train.keep_last=1", "decode.beam_size=1",
-            "decode.batch_size=256", *args.set, *sets]  # fmt: skip
-    cmd = [sys.executable, str(ROOT / "train.py"), "--recipe", args.recipe, "--out", str(out),
-           "--wandb", "disabled", *(a for k in keys for a in ("--set", k))]  # fmt: skip
+    keys = [
+        f"data.train={train}",
+        f"data.valid={valid}",
+        f"data.test={valid}",
+        "data.src_lang=de",
+        "data.tgt_lang=en",
+        f"train.max_steps={args.steps}",
+        f"train.log_every={args.log_every}",
+        f"train.eval_every={args.steps}",
+        f"train.save_every={args.steps}",
+        "train.valid_bleu_sentences=0",
+        "train.keep_last=1",
+        "decode.beam_size=1",
+        "decode.batch_size=256",
+        *args.set,
+        *sets,
+    ]
+    cmd = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "--recipe",
+        args.recipe,
+        "--out",
+        str(out),
+        "--wandb",
+        "disabled",
+        *(a for k in keys for a in ("--set", k)),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -101,14 +121,22 @@ def run(argv: list[str] | None = None) -> list[dict]:
     rows = []
     for name in named:
         paired = [a / b for a, b in zip(rates[name], rates[first], strict=True)]
-        row = {"recipe": args.recipe, "arm": name, "sets": named[name], "plan": plans[name],
-               "tokens_per_s": statistics.median(rates[name]), "rounds": rates[name],
-               "ratio": statistics.median(paired),
-               "ratio_range": [min(paired), max(paired)]}  # fmt: skip
+        row = {
+            "recipe": args.recipe,
+            "arm": name,
+            "sets": named[name],
+            "plan": plans[name],
+            "tokens_per_s": statistics.median(rates[name]),
+            "rounds": rates[name],
+            "ratio": statistics.median(paired),
+            "ratio_range": [min(paired), max(paired)],
+        }
         rows.append(row)
-        print(f"{name:12} {row['tokens_per_s']:10,.0f} target tokens/s "
-              f"(rounds {min(rates[name]):,.0f}-{max(rates[name]):,.0f}); x{row['ratio']:.2f} "
-              f"{first} ({min(paired):.2f}-{max(paired):.2f}); {plans[name]}")  # fmt: skip
+        print(
+            f"{name:12} {row['tokens_per_s']:10,.0f} target tokens/s "
+            f"(rounds {min(rates[name]):,.0f}-{max(rates[name]):,.0f}); x{row['ratio']:.2f} "
+            f"{first} ({min(paired):.2f}-{max(paired):.2f}); {plans[name]}"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return rows

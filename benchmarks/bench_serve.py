@@ -79,9 +79,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--recipes", default="base,v2_rope_rmsnorm", help="architectures to time")
     p.add_argument(
-        "--engines", default=",".join(DEFAULT_ENGINES),
+        "--engines",
+        default=",".join(DEFAULT_ENGINES),
         help=f"subset of {','.join(ENGINES)}, each as ENGINE or ENGINE@WORKERS",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--sentences",
         type=int,
@@ -94,8 +95,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=8000, help="BPE trained on mixed/train")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--repeats", type=int, default=5, help="timed runs per engine, interleaved")
-    p.add_argument("--set", action="append", default=[], metavar="model.KEY=VALUE",
-                   help="override a model key of every recipe, e.g. model.d_model=64")  # fmt: skip
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="model.KEY=VALUE",
+        help="override a model key of every recipe, e.g. model.d_model=64",
+    )
     p.add_argument("--json", help="write every figure to this file")
     p.add_argument("--trained", help="a t2 run or checkpoint: time trained models (see above)")
     p.add_argument("--peer", help="with --trained: the trained MarianMTModel's folder")
@@ -121,13 +127,15 @@ def marian(mcfg: ModelConfig):
 
     from benchmarks.bench_decode import marian_config
 
-    shape = argparse.Namespace(d_model=mcfg.d_model, layers=mcfg.n_encoder_layers,
-                               n_heads=mcfg.n_heads, d_ff=mcfg.d_ff)  # fmt: skip
+    shape = argparse.Namespace(
+        d_model=mcfg.d_model, layers=mcfg.n_encoder_layers, n_heads=mcfg.n_heads, d_ff=mcfg.d_ff
+    )
     return MarianMTModel(marian_config(shape, mcfg.vocab_size)).eval()
 
 
-def ct2_translator(model: Transformer, mcfg: ModelConfig, tokenizer, quant: str, threads: int,
-                   workers: int = 1):  # fmt: skip
+def ct2_translator(
+    model: Transformer, mcfg: ModelConfig, tokenizer, quant: str, threads: int, workers: int = 1
+):
     """Export the model through t2.serve.ct2 (what `t2 export` writes) and load it with
     `workers` workers (CTranslate2's inter_threads) sharing `threads`."""
     import ctranslate2
@@ -136,8 +144,13 @@ def ct2_translator(model: Transformer, mcfg: ModelConfig, tokenizer, quant: str,
 
     folder = tempfile.mkdtemp(prefix=f"t2-ct2-{quant}-")
     save_spec(model, Config(model=mcfg), tokenizer, folder, quant)
-    return ctranslate2.Translator(folder, device="cpu", compute_type=quant, inter_threads=workers,
-                                  intra_threads=max(1, threads // workers))  # fmt: skip
+    return ctranslate2.Translator(
+        folder,
+        device="cpu",
+        compute_type=quant,
+        inter_threads=workers,
+        intra_threads=max(1, threads // workers),
+    )
 
 
 def ct2_runner(tokenizer):
@@ -151,10 +164,16 @@ def ct2_runner(tokenizer):
             source = [tokenizer.convert_ids_to_tokens(src_ids[i][:-1]) for i in batch]
             steps = lengths[batch[0]] + 1  # the tokens, then the step where t2 and HF emit EOS
             jobs += translator.translate_batch(
-                source, beam_size=beam, length_penalty=0.6, max_decoding_length=steps,
-                min_decoding_length=steps, max_input_length=0, return_end_token=True,
-                suppress_sequences=specials, asynchronous=True,
-            )  # fmt: skip
+                source,
+                beam_size=beam,
+                length_penalty=0.6,
+                max_decoding_length=steps,
+                min_decoding_length=steps,
+                max_input_length=0,
+                return_end_token=True,
+                suppress_sequences=specials,
+                asynchronous=True,
+            )
         return sum(len(job.result().hypotheses[0]) for job in jobs)
 
     return run
@@ -188,9 +207,12 @@ def ct2_peer(mcfg: ModelConfig, tokenizer, quant: str, threads: int, workers: in
     finally:
         loaders._MODEL_LOADERS[name] = original
     return ctranslate2.Translator(
-        str(folder / "ct2"), device="cpu", compute_type=quant, inter_threads=workers,
+        str(folder / "ct2"),
+        device="cpu",
+        compute_type=quant,
+        inter_threads=workers,
         intra_threads=max(1, threads // workers),
-    )  # fmt: skip
+    )
 
 
 def torch_engine(name: str, mcfg: ModelConfig) -> tuple:
@@ -216,11 +238,13 @@ class PoolRunner:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
-    def __call__(self, _model, src_ids: list[list[int]], lengths: list[int], beam: int,
-                 args) -> int:  # fmt: skip
+    def __call__(
+        self, _model, src_ids: list[list[int]], lengths: list[int], beam: int, args
+    ) -> int:
         shares = self.pool.deal([len(r) for r in src_ids], args.batch_size)
-        jobs = [([src_ids[i] for i in rows], [lengths[i] for i in rows], beam, args)
-                for rows in shares]  # fmt: skip
+        jobs = [
+            ([src_ids[i] for i in rows], [lengths[i] for i in rows], beam, args) for rows in shares
+        ]
         return sum(self.pool.map(jobs))
 
 
@@ -287,15 +311,31 @@ def report(recipe: str, mcfg: ModelConfig, runs: dict[str, Runs]) -> list[dict]:
     for name, r in runs.items():
         tok_s = r.tokens / r.median
         ratio, same = ratios(name, runs, lambda x: 1.0 / x.median)
-        print(f"{recipe:16} {name:13} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
-              f"{tok_s:9.1f} {fmt_ratio(ratio):>7} {fmt_ratio(same):>9} {r.peak_mib:9.1f}",
-              flush=True)  # fmt: skip
-        records.append({"recipe": recipe, "engine": name, "positional": mcfg.positional,
-                        "norm": mcfg.norm, "ffn": mcfg.ffn, "d_model": mcfg.d_model,
-                        "layers": mcfg.n_encoder_layers, "median_s": r.median, "walls_s": r.walls,
-                        "tokens": r.tokens, "tokens_per_s": tok_s, "ratio_to_hf": ratio,
-                        "ratio_to_hf_same_precision": same, "peer": peer_of(name, runs),
-                        "workers": engine_spec(name)[1], "peak_mib": r.peak_mib})  # fmt: skip
+        print(
+            f"{recipe:16} {name:13} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
+            f"{tok_s:9.1f} {fmt_ratio(ratio):>7} {fmt_ratio(same):>9} {r.peak_mib:9.1f}",
+            flush=True,
+        )
+        records.append(
+            {
+                "recipe": recipe,
+                "engine": name,
+                "positional": mcfg.positional,
+                "norm": mcfg.norm,
+                "ffn": mcfg.ffn,
+                "d_model": mcfg.d_model,
+                "layers": mcfg.n_encoder_layers,
+                "median_s": r.median,
+                "walls_s": r.walls,
+                "tokens": r.tokens,
+                "tokens_per_s": tok_s,
+                "ratio_to_hf": ratio,
+                "ratio_to_hf_same_precision": same,
+                "peer": peer_of(name, runs),
+                "workers": engine_spec(name)[1],
+                "peak_mib": r.peak_mib,
+            }
+        )
     return records
 
 
@@ -319,13 +359,17 @@ def synthetic(args) -> list[dict]:
     lengths = [args.max_len] * len(src_ids)
     import ctranslate2
 
-    print(f"CPU, {args.threads} threads; ctranslate2 {ctranslate2.__version__}, torch "
-          f"{torch.__version__}; {len(src_ids)} newstest2013 sentences, avg "
-          f"{sum(map(len, src_ids)) / len(src_ids):.1f} source tokens; {args.max_len} target "
-          f"tokens + EOS each; beam {args.beam}, batch {args.batch_size}; {args.repeats} "
-          f"interleaved runs per engine")  # fmt: skip
-    print(f"{'recipe':16} {'engine':13} {'median':>7} {'range s':13} {'tokens/s':>9} "
-          f"{'vs hf':>7} {'same type':>9} {'peak MiB':>9}")  # fmt: skip
+    print(
+        f"CPU, {args.threads} threads; ctranslate2 {ctranslate2.__version__}, torch "
+        f"{torch.__version__}; {len(src_ids)} newstest2013 sentences, avg "
+        f"{sum(map(len, src_ids)) / len(src_ids):.1f} source tokens; {args.max_len} target "
+        f"tokens + EOS each; beam {args.beam}, batch {args.batch_size}; {args.repeats} "
+        f"interleaved runs per engine"
+    )
+    print(
+        f"{'recipe':16} {'engine':13} {'median':>7} {'range s':13} {'tokens/s':>9} "
+        f"{'vs hf':>7} {'same type':>9} {'peak MiB':>9}"
+    )
     records = []
     for recipe in args.recipes.split(","):
         mcfg, engines = engines_for(recipe, args, tokenizer)

@@ -71,8 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--recipes", default="base,v2_rope_rmsnorm", help="architectures (recipes)")
     p.add_argument("--precisions", default="fp32,bf16", help="fp32 and/or bf16 (autocast)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override a key of every recipe, e.g. model.d_model=256")  # fmt: skip
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a key of every recipe, e.g. model.d_model=256",
+    )
     p.add_argument("--max-tokens", type=int, default=4096, help="token budget per batch")
     p.add_argument("--pairs", type=int, default=20000, help="pairs of mixed/train to batch")
     p.add_argument("--vocab", type=int, default=8000)
@@ -81,10 +86,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps-per-round", type=int, default=2)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--breakdown", action="store_true", help="report 001's per-phase table")
-    p.add_argument("--scaling", action="store_true",
-                   help="instead: t2's tokens/s, memory as batch, length, model grow")  # fmt: skip
-    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
-                   help="print torch.profiler's top operators over STEPS steps")  # fmt: skip
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="instead: t2's tokens/s, memory as batch, length, model grow",
+    )
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="print torch.profiler's top operators over STEPS steps",
+    )
     p.add_argument(
         "--count-ops",
         action="store_true",
@@ -172,10 +185,14 @@ def synthetic(tokens: int, length: int, vocab: int):
 
 def scaling(args: argparse.Namespace, vocab: int, precision: str) -> list[dict]:
     """How t2's cost grows: one configuration at a time, 1 warm-up and --rounds steps."""
-    print(f"\nhow cost grows (t2, {precision}; random ids, no padding; median of "
-          f"{args.rounds} steps):")  # fmt: skip
-    print(f"{'grows':16} {'recipe':11} {'budget':>6} {'length':>6} {'params':>7} "
-          f"{'tokens/s':>9} {'s/step':>7} {'GFLOP/s':>8} {'peak MiB':>9}")  # fmt: skip
+    print(
+        f"\nhow cost grows (t2, {precision}; random ids, no padding; median of "
+        f"{args.rounds} steps):"
+    )
+    print(
+        f"{'grows':16} {'recipe':11} {'budget':>6} {'length':>6} {'params':>7} "
+        f"{'tokens/s':>9} {'s/step':>7} {'GFLOP/s':>8} {'peak MiB':>9}"
+    )
     rows = []
     for what, recipe, tokens, length in SCALING:
         cfg = load_config(recipe, args.set)
@@ -188,13 +205,25 @@ def scaling(args: argparse.Namespace, vocab: int, precision: str) -> list[dict]:
         for _ in range(args.rounds):
             run_round(engine, 1, cfg, r, False)
         tok_s, gflops = statistics.median(r.tokens_per_s), statistics.median(r.flops_per_s) / 1e9
-        print(f"{what:16} {recipe:11} {tokens:6} {length:6} {n_params / 1e6:6.1f}M "
-              f"{tok_s:9.0f} {statistics.median(r.s_per_step):7.3f} {gflops:8.1f} "
-              f"{r.peak_mib:9.0f}", flush=True)  # fmt: skip
-        rows.append({"scaling": what, "recipe": recipe, "precision": precision,
-                     "max_tokens": tokens, "length": length, "parameters": n_params,
-                     "tokens_per_s": tok_s, "flops_per_s": gflops * 1e9,
-                     "peak_mib": r.peak_mib})  # fmt: skip
+        print(
+            f"{what:16} {recipe:11} {tokens:6} {length:6} {n_params / 1e6:6.1f}M "
+            f"{tok_s:9.0f} {statistics.median(r.s_per_step):7.3f} {gflops:8.1f} "
+            f"{r.peak_mib:9.0f}",
+            flush=True,
+        )
+        rows.append(
+            {
+                "scaling": what,
+                "recipe": recipe,
+                "precision": precision,
+                "max_tokens": tokens,
+                "length": length,
+                "parameters": n_params,
+                "tokens_per_s": tok_s,
+                "flops_per_s": gflops * 1e9,
+                "peak_mib": r.peak_mib,
+            }
+        )
         del engine
     return rows
 
@@ -203,23 +232,31 @@ def count_all(args: argparse.Namespace, ds, vocab: int, records: list[dict]) -> 
     """--count-ops: each architecture's record (the timed one, if any) gains the counts."""
     from benchmarks.op_count import count_ops
 
-    print(f"\n{'recipe':16} {'prec':5} {'t2 ops/step':>12} {'peer ops/step':>14} {'ratio':>6}   "
-          f"code path")  # fmt: skip
+    print(
+        f"\n{'recipe':16} {'prec':5} {'t2 ops/step':>12} {'peer ops/step':>14} {'ratio':>6}   "
+        f"code path"
+    )
     for recipe in args.recipes.split(","):
         cfg = load_config(recipe, args.set)
         cfg = replace(cfg, model=replace(cfg.model, vocab_size=vocab))
         for precision in args.precisions.split(","):
             counts = count_ops(cfg, ds, args, precision)
-            found = [r for r in records if (r["recipe"], r.get("precision")) == (recipe, precision)
-                     and "ratio" in r]  # fmt: skip
+            found = [
+                r
+                for r in records
+                if (r["recipe"], r.get("precision")) == (recipe, precision) and "ratio" in r
+            ]
             if found:
                 found[0].update(counts)
             else:
                 records.append({"recipe": recipe, "precision": precision, **counts})
-            print(f"{recipe:16} {precision:5} {counts['ops_per_step']:12} "
-                  f"{counts['peer_ops_per_step']:14} "
-                  f"{counts['ops_per_step'] / counts['peer_ops_per_step']:6.2f}   "
-                  f"{counts['ops_code_path']}", flush=True)  # fmt: skip
+            print(
+                f"{recipe:16} {precision:5} {counts['ops_per_step']:12} "
+                f"{counts['peer_ops_per_step']:14} "
+                f"{counts['ops_per_step'] / counts['peer_ops_per_step']:6.2f}   "
+                f"{counts['ops_code_path']}",
+                flush=True,
+            )
     return records
 
 
@@ -329,9 +366,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     torch.set_num_threads(args.threads)
     tokenizer = build_tokenizer(args.vocab)
     ds = dataset(args, tokenizer)
-    print(f"device: {describe_device(args.threads)}; torch {torch.__version__}; {len(ds)} pairs "
-          f"of mixed/train, <= {args.max_tokens} tokens a batch; {args.rounds} interleaved "
-          f"rounds of {args.steps_per_round} steps after {args.warmup_rounds} warm-up")  # fmt: skip
+    print(
+        f"device: {describe_device(args.threads)}; torch {torch.__version__}; {len(ds)} pairs "
+        f"of mixed/train, <= {args.max_tokens} tokens a batch; {args.rounds} interleaved "
+        f"rounds of {args.steps_per_round} steps after {args.warmup_rounds} warm-up"
+    )
     records = []
     peaks = {p: matmul_peak(p) for p in args.precisions.split(",")}
     print("matmul 1024^3: " + ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in peaks.items()))
@@ -376,16 +415,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
             profile(cfg, ds, args, precision)
     if args.breakdown:
         print("\nreport 001's table (t2, median seconds per step):")
-        print(f"{'recipe':16} {'prec':5} {'forward':>8} {'backward':>9} {'optimizer':>10} "
-              f"{'step':>7}   GPU")  # fmt: skip
+        print(
+            f"{'recipe':16} {'prec':5} {'forward':>8} {'backward':>9} {'optimizer':>10} "
+            f"{'step':>7}   GPU"
+        )
         for recipe in args.recipes.split(","):
             cfg = load_config(recipe, args.set)
             cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))
             for precision in args.precisions.split(","):
                 b = breakdown(cfg, ds, args, precision)
                 gpu = "" if torch.cuda.is_available() else "not measured (no GPU in this run)"
-                print(f"{recipe:16} {precision:5} {b['forward']:8.3f} {b['backward']:9.3f} "
-                      f"{b['optimizer']:10.3f} {b['step']:7.3f}   {gpu}")  # fmt: skip
+                print(
+                    f"{recipe:16} {precision:5} {b['forward']:8.3f} {b['backward']:9.3f} "
+                    f"{b['optimizer']:10.3f} {b['step']:7.3f}   {gpu}"
+                )
                 records.append({"recipe": recipe, "precision": precision, "breakdown": b})
     save(args, records)
     return records

@@ -6,8 +6,16 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-ENGINES = ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8", "ct2_peer_float32",
-           "ct2_peer_int8")  # fmt: skip
+ENGINES = (
+    "hf",
+    "t2",
+    "hf_bf16",
+    "t2_bf16",
+    "ct2_float32",
+    "ct2_int8",
+    "ct2_peer_float32",
+    "ct2_peer_int8",
+)
 DEFAULT_ENGINES = ENGINES[:6]
 # *_bf16: every weight in bfloat16 (MarianMTModel.to(torch.bfloat16), t2 --precision bfloat16),
 # compared with HF in float32 and with HF in bfloat16; CTranslate2 has no bfloat16 on a CPU.

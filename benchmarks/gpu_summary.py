@@ -20,8 +20,11 @@ def _json(path: Path) -> object:
 
 def summarize(out: Path) -> dict:
     device = (out / "device.txt").read_text().splitlines() if (out / "device.txt").is_file() else []
-    tests = (out / "tests.txt").read_text().strip().splitlines()[-1:] if (
-        out / "tests.txt").is_file() else []  # fmt: skip
+    tests = (
+        (out / "tests.txt").read_text().strip().splitlines()[-1:]
+        if (out / "tests.txt").is_file()
+        else []
+    )
     return {
         "device": device,
         "tests": tests[0] if tests else None,
@@ -49,24 +52,34 @@ def _speed(row: dict) -> str:
 
 
 def markdown(s: dict) -> str:
-    lines = [f"# GPU figures: {' | '.join(s['device']) or 'device unknown'}", "",
-             "| figure | value |", "|---|---|",
-             f"| CUDA tests | {s['tests'] or 'missing'} |"]  # fmt: skip
+    lines = [
+        f"# GPU figures: {' | '.join(s['device']) or 'device unknown'}",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| CUDA tests | {s['tests'] or 'missing'} |",
+    ]
     for row in s["memory_model"] or []:
-        lines.append(f"| memory model / peak: {row['recipe']}, vocabulary {row['vocab']}, "
-                     f"{row['tokens']} tokens, pairs of "
-                     f"{row['length']}, {row['precision']} | {row['ratio']:.2f} |")  # fmt: skip
+        lines.append(
+            f"| memory model / peak: {row['recipe']}, vocabulary {row['vocab']}, "
+            f"{row['tokens']} tokens, pairs of "
+            f"{row['length']}, {row['precision']} | {row['ratio']:.2f} |"
+        )
     for row in s["recipe_base"] or []:
-        lines.append(f"| `base` {row['arm']}: target tokens/s | {row['tokens_per_s']:,.0f} "
-                     f"(x{row['ratio']:.2f}) |")  # fmt: skip
+        lines.append(
+            f"| `base` {row['arm']}: target tokens/s | {row['tokens_per_s']:,.0f} "
+            f"(x{row['ratio']:.2f}) |"
+        )
     for row in [*(s["train"] or []), *(s.get("ops") or [])]:
         if "ratio" in row:
             lines.append(_speed(row))
         if "ops_per_step" in row:
             t2 = f"{row['ops_per_step']} ({row['kernels_per_step']})"
             peer = f"{row['peer_ops_per_step']} ({row['peer_kernels_per_step']})"
-            lines.append(f"| ops (kernels) per step, {row['recipe']} {row['precision']}: "
-                         f"t2 / peer | {t2} / {peer} |")  # fmt: skip
+            lines.append(
+                f"| ops (kernels) per step, {row['recipe']} {row['precision']}: "
+                f"t2 / peer | {t2} / {peer} |"
+            )
             if "casts_per_step" in row:
                 casts = f"{row['casts_per_step']} / {row['peer_casts_per_step']}"
                 lines.append(f"| `_to_copy` per eager step, {row['recipe']}: t2 / peer | {casts} |")

@@ -89,8 +89,11 @@ class CudaFusions(TorchFunctionMode):
 
 def step_ops(engine, cuda_path: bool) -> dict:  # noqa: ANN001
     """One counted step of `engine` after a warm-up step."""
-    path = simulated("cuda") if cuda_path and not torch.cuda.is_available() else (
-        contextlib.nullcontext())  # fmt: skip
+    path = (
+        simulated("cuda")
+        if cuda_path and not torch.cuda.is_available()
+        else (contextlib.nullcontext())
+    )
     with path:
         engine.step()
         with (
@@ -122,13 +125,21 @@ def count_ops(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict
     """t2's and the peer's operators per step on the same batches: a record's fields."""
     # eager: a dispatch mode sees every operator; a compiled graph's are fused away
     t2 = step_ops(T2Engine(cfg, ds, args, precision, mode="eager"), cuda_path=True)
-    peer = step_ops(MarianEngine(cfg, ds, args, precision, loader(ds, args), foreach=True),
-                    cuda_path=False)  # fmt: skip
+    peer = step_ops(
+        MarianEngine(cfg, ds, args, precision, loader(ds, args), foreach=True), cuda_path=False
+    )
     where = "CUDA" if torch.cuda.is_available() else "CUDA's code path, simulated on a CPU"
-    return {"ops_code_path": where, "ops_per_step": t2["ops"], "peer_ops_per_step": peer["ops"],
-            "ops_per_step_with_views": t2["ops_with_views"],
-            "peer_ops_per_step_with_views": peer["ops_with_views"],
-            "kernels_per_step": t2["kernels"], "peer_kernels_per_step": peer["kernels"],
-            "casts_per_step": t2["casts"], "peer_casts_per_step": peer["casts"],
-            "top_ops": t2["top"], "peer_top_ops": peer["top"],
-            "counted_as_on_cuda": t2["as_cuda"]}  # fmt: skip
+    return {
+        "ops_code_path": where,
+        "ops_per_step": t2["ops"],
+        "peer_ops_per_step": peer["ops"],
+        "ops_per_step_with_views": t2["ops_with_views"],
+        "peer_ops_per_step_with_views": peer["ops_with_views"],
+        "kernels_per_step": t2["kernels"],
+        "peer_kernels_per_step": peer["kernels"],
+        "casts_per_step": t2["casts"],
+        "peer_casts_per_step": peer["casts"],
+        "top_ops": t2["top"],
+        "peer_top_ops": peer["top"],
+        "counted_as_on_cuda": t2["as_cuda"],
+    }

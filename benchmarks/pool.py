@@ -30,10 +30,13 @@ class Pool:
         self.jobs = [context.Queue() for _ in range(workers)]
         self.done = [context.Queue() for _ in range(workers)]
         self.processes = [
-            context.Process(target=_pool_worker, daemon=True,
-                            args=(build, build_args, max(1, threads // workers), jobs, done))
+            context.Process(
+                target=_pool_worker,
+                daemon=True,
+                args=(build, build_args, max(1, threads // workers), jobs, done),
+            )
             for jobs, done in zip(self.jobs, self.done, strict=True)
-        ]  # fmt: skip
+        ]
         for process in self.processes:
             process.start()
 
@@ -57,8 +60,10 @@ class Pool:
                 if not self.processes[k].is_alive():
                     code = self.processes[k].exitcode
                     self.close()
-                    sys.exit(f"error: worker {k} of a pool stopped (exit code {code}); its "
-                             f"error is printed above")  # fmt: skip
+                    sys.exit(
+                        f"error: worker {k} of a pool stopped (exit code {code}); its "
+                        f"error is printed above"
+                    )
 
     def deal(self, lengths: list[int], batch_size: int) -> list[list[int]]:
         """The length-sorted batches dealt out in turn: each worker's indices, in sorted

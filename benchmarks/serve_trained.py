@@ -32,8 +32,10 @@ class PeerEngine:
 
         vocab = Tokenizer.from_file(str(folder / "tokenizer" / "tokenizer.json")).get_vocab()
         if vocab != tokenizer.get_vocab():
-            sys.exit(f"error: {folder}/tokenizer is not the t2 run's BPE; train the peer with "
-                     f"benchmarks/train_peer.py on the run's recipe")  # fmt: skip
+            sys.exit(
+                f"error: {folder}/tokenizer is not the t2 run's BPE; train the peer with "
+                f"benchmarks/train_peer.py on the run's recipe"
+            )
         self.model = MarianMTModel.from_pretrained(folder / "model").to(dtype).eval()
         self.tokenizer, self.beam = tokenizer, beam
 
@@ -46,12 +48,17 @@ class PeerEngine:
             src = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=0)
             longest = max(len(r) for r in rows)
             ids = self.model.generate(
-                input_ids=src, attention_mask=src.ne(0), num_beams=self.beam,
-                length_penalty=decode.lenpen, early_stopping=False, do_sample=False,
+                input_ids=src,
+                attention_mask=src.ne(0),
+                num_beams=self.beam,
+                length_penalty=decode.lenpen,
+                early_stopping=False,
+                do_sample=False,
                 max_new_tokens=int(decode.max_len_a * longest) + decode.max_len_b + 1,
-            )  # fmt: skip
-            for i, text in zip(batch, self.tokenizer.batch_decode(ids, skip_special_tokens=True),
-                               strict=True):  # fmt: skip
+            )
+            for i, text in zip(
+                batch, self.tokenizer.batch_decode(ids, skip_special_tokens=True), strict=True
+            ):
                 out[i] = text.strip()
         return out
 
@@ -91,8 +98,14 @@ def trained(args) -> list[dict]:
     sources = Path(args.src).read_text(encoding="utf-8").splitlines()[: args.sentences or None]
     refs = Path(args.ref).read_text(encoding="utf-8").splitlines()[: len(sources)]
     t2 = open_model(args.trained)
-    decode = replace(t2.cfg.decode, beam_size=args.beam, lenpen=0.6, length_norm="length",
-                     batch_size=args.batch_size, nbest=1)  # fmt: skip
+    decode = replace(
+        t2.cfg.decode,
+        beam_size=args.beam,
+        lenpen=0.6,
+        length_norm="length",
+        batch_size=args.batch_size,
+        nbest=1,
+    )
     engines = {}
     for spec in ordered(args.engines):
         name, workers = engine_spec(spec)
@@ -108,9 +121,11 @@ def trained(args) -> list[dict]:
             engines[spec] = PooledEngine(pool, t2.tokenizer, workers)
         else:
             engines[spec] = t2.engine if name == "t2" else _trained_engine(*build)
-    print(f"CPU, {args.threads} threads; torch {torch.__version__}; {len(sources)} sentences of "
-          f"{args.src}; beam {args.beam}, length penalty 0.6, batch {args.batch_size}; "
-          f"{args.repeats} interleaved runs per engine after a warm-up")  # fmt: skip
+    print(
+        f"CPU, {args.threads} threads; torch {torch.__version__}; {len(sources)} sentences of "
+        f"{args.src}; beam {args.beam}, length penalty 0.6, batch {args.batch_size}; "
+        f"{args.repeats} interleaved runs per engine after a warm-up"
+    )
     for engine in engines.values():
         engine.translate(sources[: args.batch_size * getattr(engine, "workers", 1)], decode)
     runs, outputs = {name: Runs() for name in engines}, {}
@@ -126,8 +141,10 @@ def trained(args) -> list[dict]:
     for engine in engines.values():
         if isinstance(engine, PooledEngine):
             engine.pool.close()
-    print(f"{'engine':12} {'median':>7} {'range s':13} {'tokens':>7} {'tokens/s':>9} "
-          f"{'vs hf':>7} {'same type':>9} {'BLEU':>6} {'chrF':>6} {'peak MiB':>9}")  # fmt: skip
+    print(
+        f"{'engine':12} {'median':>7} {'range s':13} {'tokens':>7} {'tokens/s':>9} "
+        f"{'vs hf':>7} {'same type':>9} {'BLEU':>6} {'chrF':>6} {'peak MiB':>9}"
+    )
     records = []
     for name, r in runs.items():
         encoded = t2.tokenizer(outputs[name], add_special_tokens=False)["input_ids"]
@@ -136,14 +153,27 @@ def trained(args) -> list[dict]:
         tok_s = r.tokens / r.median
         ratio, same = ratios(name, runs, lambda x: x.tokens / x.median)
         scores = score_corpus(outputs[name], [refs]).to_dict()
-        print(f"{name:12} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
-              f"{r.tokens:7d} {tok_s:9.1f} {fmt_ratio(ratio):>7} {fmt_ratio(same):>9} "
-              f"{scores['bleu']:6.2f} {scores['chrf']:6.2f} {r.peak_mib:9.1f}",
-              flush=True)  # fmt: skip
-        records.append({"engine": name, "median_s": r.median, "walls_s": r.walls,
-                        "tokens": r.tokens, "tokens_per_s": tok_s, "ratio_to_hf": ratio,
-                        "ratio_to_hf_same_precision": same, "peer": peer_of(name, runs),
-                        "bleu": scores["bleu"], "chrf": scores["chrf"],
-                        "bleu_signature": scores["bleu_signature"],
-                        "workers": engine_spec(name)[1], "peak_mib": r.peak_mib})  # fmt: skip
+        print(
+            f"{name:12} {r.median:7.2f} {min(r.walls):6.2f}-{max(r.walls):<6.2f} "
+            f"{r.tokens:7d} {tok_s:9.1f} {fmt_ratio(ratio):>7} {fmt_ratio(same):>9} "
+            f"{scores['bleu']:6.2f} {scores['chrf']:6.2f} {r.peak_mib:9.1f}",
+            flush=True,
+        )
+        records.append(
+            {
+                "engine": name,
+                "median_s": r.median,
+                "walls_s": r.walls,
+                "tokens": r.tokens,
+                "tokens_per_s": tok_s,
+                "ratio_to_hf": ratio,
+                "ratio_to_hf_same_precision": same,
+                "peer": peer_of(name, runs),
+                "bleu": scores["bleu"],
+                "chrf": scores["chrf"],
+                "bleu_signature": scores["bleu_signature"],
+                "workers": engine_spec(name)[1],
+                "peak_mib": r.peak_mib,
+            }
+        )
     return records

@@ -62,9 +62,17 @@ def dataset(args: argparse.Namespace, tokenizer):
 def loader(ds, args: argparse.Namespace, seed: int = 1):
     src_lens, tgt_lens = [len(x) for x in ds["src_ids"]], [len(x) for x in ds["tgt_ids"]]
     d = DataConfig()  # the length buckets train.py batches with
-    sampler = BatchSampler(src_lens, tgt_lens, args.max_tokens, 0, seed, True,
-                           max_shapes=d.max_shapes, rows_multiple=d.pad_multiple,
-                           length_multiple=d.length_multiple)  # fmt: skip
+    sampler = BatchSampler(
+        src_lens,
+        tgt_lens,
+        args.max_tokens,
+        0,
+        seed,
+        True,
+        max_shapes=d.max_shapes,
+        rows_multiple=d.pad_multiple,
+        length_multiple=d.length_multiple,
+    )
     return Batches(make_loader(ds, sampler, PAD, 0))
 
 
@@ -104,8 +112,10 @@ class T2Engine:
             cfg = replace(cfg, train=replace(cfg.train, **MODES[mode]))
 
         AcceleratorState._reset_state(True)  # another precision in the same process
-        self.acc = Accelerator(cpu=not torch.cuda.is_available(),
-                               mixed_precision="bf16" if precision == "bf16" else "no")  # fmt: skip
+        self.acc = Accelerator(
+            cpu=not torch.cuda.is_available(),
+            mixed_precision="bf16" if precision == "bf16" else "no",
+        )
         torch.manual_seed(0)
         model = Transformer(cfg.model, pad_id=PAD)
         # what train.py applies to its model, by the same function
@@ -119,8 +129,16 @@ class T2Engine:
     def step(self) -> dict:
         batch = next(self.batches)
         t = self.cfg.train
-        train_step(self.acc, self.forward, self.optimizer, [batch], PAD, t.label_smoothing,
-                   t.clip_norm, self.stats)  # fmt: skip
+        train_step(
+            self.acc,
+            self.forward,
+            self.optimizer,
+            [batch],
+            PAD,
+            t.label_smoothing,
+            t.clip_norm,
+            self.stats,
+        )
         self.scheduler.step()
         return batch
 
@@ -130,21 +148,33 @@ class MarianEngine:
 
     name = "marian"
 
-    def __init__(self, cfg: Config, ds, args: argparse.Namespace, precision: str,
-                 batches=None, foreach: bool | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: Config,
+        ds,
+        args: argparse.Namespace,
+        precision: str,
+        batches=None,
+        foreach: bool | None = None,
+    ) -> None:
         """foreach: Adam's multi-tensor implementation (None: PyTorch's default for the
         device, which is foreach on CUDA and a loop over parameters on a CPU)."""
         from transformers import MarianMTModel
 
         m = cfg.model
-        shape = argparse.Namespace(d_model=m.d_model, layers=m.n_encoder_layers,
-                                   n_heads=m.n_heads, d_ff=m.d_ff)  # fmt: skip
+        shape = argparse.Namespace(
+            d_model=m.d_model, layers=m.n_encoder_layers, n_heads=m.n_heads, d_ff=m.d_ff
+        )
         torch.manual_seed(0)
         self.model = MarianMTModel(marian_config(shape, m.vocab_size, m.dropout)).to(device())
         t = cfg.train
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=peak_lr(t, m.d_model),
-                                          betas=tuple(t.betas), eps=t.eps,
-                                          foreach=foreach)  # fmt: skip
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(),
+            lr=peak_lr(t, m.d_model),
+            betas=tuple(t.betas),
+            eps=t.eps,
+            foreach=foreach,
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_multiplier(t, m.d_model)
         )
@@ -156,11 +186,17 @@ class MarianEngine:
     def step(self) -> dict:
         batch = {k: v.to(device(), non_blocking=True) for k, v in next(self.batches).items()}
         with self.autocast or nullcontext():
-            logits = self.model(input_ids=batch["src"], attention_mask=batch["src"].ne(PAD),
-                                decoder_input_ids=batch["tgt_in"]).logits  # fmt: skip
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), batch["tgt_out"].flatten(),
-                                   ignore_index=PAD,
-                                   label_smoothing=self.cfg.train.label_smoothing)  # fmt: skip
+            logits = self.model(
+                input_ids=batch["src"],
+                attention_mask=batch["src"].ne(PAD),
+                decoder_input_ids=batch["tgt_in"],
+            ).logits
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(),
+                batch["tgt_out"].flatten(),
+                ignore_index=PAD,
+                label_smoothing=self.cfg.train.label_smoothing,
+            )
         loss.backward()
         if self.cfg.train.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)

@@ -61,9 +61,11 @@ class Peer(torch.nn.Module):
         from transformers import MarianMTModel
 
         shape = SimpleNamespace(
-            d_model=cfg.model.d_model, n_heads=cfg.model.n_heads, d_ff=cfg.model.d_ff,
+            d_model=cfg.model.d_model,
+            n_heads=cfg.model.n_heads,
+            d_ff=cfg.model.d_ff,
             layers=cfg.model.n_encoder_layers,
-        )  # fmt: skip
+        )
         if cfg.model.n_decoder_layers != shape.layers:
             raise SystemExit("the peer script expects as many decoder as encoder layers")
         self.marian = MarianMTModel(marian_config(shape, vocab, dropout=cfg.model.dropout))
@@ -89,8 +91,13 @@ def train(args: argparse.Namespace, cfg, tokenizer, out: Path) -> tuple[Peer, fl
     model.train()
     start, loss_sum, tokens = time.perf_counter(), 0.0, 0
     # a bar on a terminal; the JSON record of each logged step is the log file's line
-    steps = track(range(1, cfg.train.max_steps + 1), cfg.train.max_steps, "peer", "steps",
-                  every_s=float("inf"))  # fmt: skip
+    steps = track(
+        range(1, cfg.train.max_steps + 1),
+        cfg.train.max_steps,
+        "peer",
+        "steps",
+        every_s=float("inf"),
+    )
     with (out / "metrics.jsonl").open("w", encoding="utf-8") as log:
         for step in steps:
             micro = [next(batches) for _ in range(cfg.train.accumulate)]
@@ -109,8 +116,11 @@ def train(args: argparse.Namespace, cfg, tokenizer, out: Path) -> tuple[Peer, fl
             scheduler.step()
             tokens += n
             if step % cfg.train.log_every == 0 or step == cfg.train.max_steps:
-                record = {"step": step, "loss": loss_sum / tokens,
-                          "seconds": time.perf_counter() - start}  # fmt: skip
+                record = {
+                    "step": step,
+                    "loss": loss_sum / tokens,
+                    "seconds": time.perf_counter() - start,
+                }
                 print(json.dumps(record), flush=True)
                 log.write(json.dumps(record) + "\n")
                 loss_sum, tokens = 0.0, 0
@@ -118,8 +128,9 @@ def train(args: argparse.Namespace, cfg, tokenizer, out: Path) -> tuple[Peer, fl
 
 
 @torch.no_grad()
-def generate(model: Peer, tokenizer, sources: list[str], cfg, beam: int, alpha: float,
-             batch_size: int) -> list[str]:  # fmt: skip
+def generate(
+    model: Peer, tokenizer, sources: list[str], cfg, beam: int, alpha: float, batch_size: int
+) -> list[str]:
     """Translations by MarianMTModel.generate(), batched by length, in input order."""
     model.eval()
     src_ids = encode_source(tokenizer, sources, cfg.data.src_bos)
@@ -133,9 +144,14 @@ def generate(model: Peer, tokenizer, sources: list[str], cfg, beam: int, alpha: 
         src = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad)
         max_new = int(cfg.decode.max_len_a * max(len(r) for r in rows)) + cfg.decode.max_len_b
         ids = model.marian.generate(
-            input_ids=src, attention_mask=src.ne(pad), num_beams=beam, length_penalty=alpha,
-            max_new_tokens=max_new + 1, early_stopping=False, do_sample=False,
-        )  # fmt: skip
+            input_ids=src,
+            attention_mask=src.ne(pad),
+            num_beams=beam,
+            length_penalty=alpha,
+            max_new_tokens=max_new + 1,
+            early_stopping=False,
+            do_sample=False,
+        )
         texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
         for i, text in zip(idx, texts, strict=True):
             out[i] = text.strip()
@@ -156,18 +172,29 @@ def main() -> None:
     valid = load_pairs(cfg.data, "valid", cfg.train.seed)
     n = args.limit or len(valid)
     sources, refs = list(valid["src"])[:n], [list(valid["tgt"])[:n]]
-    results = {"recipe": args.recipe, "overrides": args.set, "threads": args.threads,
-               "train_seconds": train_seconds, "valid": {}}  # fmt: skip
+    results = {
+        "recipe": args.recipe,
+        "overrides": args.set,
+        "threads": args.threads,
+        "train_seconds": train_seconds,
+        "valid": {},
+    }
     for name, beam in (("greedy", 1), (f"beam{args.beam_size}", args.beam_size)):
         start = time.perf_counter()
         hyps = generate(model, tokenizer, sources, cfg, beam, args.lenpen, args.batch_size)
         seconds = time.perf_counter() - start
         (out / f"hyps.{name}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
         scores = score_corpus(hyps, refs).to_dict()
-        results["valid"][name] = {**scores, "decode_seconds": seconds, "beam_size": beam,
-                                  "length_penalty": args.lenpen}  # fmt: skip
-        print(f"peer {name}: {scores['bleu_detail']}  chrF {scores['chrf']:.2f}  "
-              f"({seconds:.0f} s)", flush=True)  # fmt: skip
+        results["valid"][name] = {
+            **scores,
+            "decode_seconds": seconds,
+            "beam_size": beam,
+            "length_penalty": args.lenpen,
+        }
+        print(
+            f"peer {name}: {scores['bleu_detail']}  chrF {scores['chrf']:.2f}  ({seconds:.0f} s)",
+            flush=True,
+        )
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
 

@@ -72,11 +72,15 @@ def _describe(parser: argparse.ArgumentParser, module: ModuleType) -> argparse.A
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="t2", description="Encoder-decoder Transformers for translation, "
-                    "assembled from registered components.")  # fmt: skip
+    parser = Parser(
+        prog="t2",
+        description="Encoder-decoder Transformers for translation, "
+        "assembled from registered components.",
+    )
     parser.add_argument("--version", action="version", version=f"t2 {__version__}")
-    verbs = parser.add_subparsers(dest="verb", metavar="COMMAND", required=True,
-                                  parser_class=Parser)  # fmt: skip
+    verbs = parser.add_subparsers(
+        dest="verb", metavar="COMMAND", required=True, parser_class=Parser
+    )
     for name in VERBS:
         module = _verb(name)
         _describe(verbs.add_parser(name, help=module.HELP), module)

@@ -22,8 +22,17 @@ from t2.errors import ConfigError
 from t2.model.config import ModelConfig
 from t2.section import AUTO, Section, check_keys, choice, count_or_auto, load_yaml
 
-__all__ = ["AUTO", "SAVED_BEFORE", "Config", "DataConfig", "DecodeConfig", "ModelConfig",
-           "TrainConfig", "check_keys", "load_yaml"]  # fmt: skip
+__all__ = [
+    "AUTO",
+    "SAVED_BEFORE",
+    "Config",
+    "DataConfig",
+    "DecodeConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "check_keys",
+    "load_yaml",
+]
 
 
 @dataclass(frozen=True)
@@ -84,8 +93,9 @@ class TrainConfig(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._at_least(1, "max_steps", "log_every", "eval_every", "save_every", "keep_last",
-                       "max_nonfinite")  # fmt: skip
+        self._at_least(
+            1, "max_steps", "log_every", "eval_every", "save_every", "keep_last", "max_nonfinite"
+        )
         self._at_least(0, "global_batch")
         count_or_auto(self, "accumulate", 1)
         for key in ("compile", "cast_weights"):
@@ -94,9 +104,19 @@ class TrainConfig(Section):
                     f"train.{key} must be true, false or auto, got {getattr(self, key)!r}"
                 )
         self._at_least(3, "lr_find_steps")  # the suggestion needs a slope between points
-        self._at_least(0, "eps", "weight_decay", "warmup_steps", "max_lr", "min_lr",
-                       "clip_norm", "valid_bleu_sentences", "loader_workers", "max_minutes",
-                       "max_train_tokens")  # fmt: skip
+        self._at_least(
+            0,
+            "eps",
+            "weight_decay",
+            "warmup_steps",
+            "max_lr",
+            "min_lr",
+            "clip_norm",
+            "valid_bleu_sentences",
+            "loader_workers",
+            "max_minutes",
+            "max_train_tokens",
+        )
         if not 0 < self.collective_timeout < float("inf"):
             raise ConfigError(
                 f"train.collective_timeout must be a number of seconds above 0, got "
@@ -107,16 +127,20 @@ class TrainConfig(Section):
                 f"train.stop_exact_match must be in [0, 1] (0: off), got {self.stop_exact_match}"
             )
         if self.stop_exact_match and not self.valid_bleu_sentences:
-            raise ConfigError("train.stop_exact_match needs validation translations: set "
-                              "train.valid_bleu_sentences above 0")  # fmt: skip
+            raise ConfigError(
+                "train.stop_exact_match needs validation translations: set "
+                "train.valid_bleu_sentences above 0"
+            )
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(
                 f"train.label_smoothing must be in [0, 1), got {self.label_smoothing}"
             )
         lo, hi = self.lr_find_range
         if not 0.0 < lo < hi:
-            raise ConfigError(f"train.lr_find_range must be [low, high] with 0 < low < high, "
-                              f"got {list(self.lr_find_range)}")  # fmt: skip
+            raise ConfigError(
+                f"train.lr_find_range must be [low, high] with 0 < low < high, "
+                f"got {list(self.lr_find_range)}"
+            )
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,14 @@ def save_run(path: str | Path, out: str | Path, name: str | None = None) -> Path
 
 
 def push(
-    path: str | Path, repo_id: str, *, private: bool = False, message: str | None = None,
-    out: str | Path | None = None, api: Any = None,
-) -> str:  # fmt: skip
+    path: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    message: str | None = None,
+    out: str | Path | None = None,
+    api: Any = None,
+) -> str:
     """Upload a run's checkpoint (saved with its card first, into `out` or a temporary
     folder) or an already saved folder to `repo_id`; the commit's URL."""
     check_repo_id(repo_id)

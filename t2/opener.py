@@ -27,8 +27,14 @@ def _local_or_hub(target: str | Path, revision: str | None, cache_dir: str | Non
     return locate(str(target), revision, cache_dir, hub_files())
 
 
-def _check(fmt: ModelFormat, engine: str | None, average_last: int, precision: str | None,
-           workers: int, target: str | Path) -> None:  # fmt: skip
+def _check(
+    fmt: ModelFormat,
+    engine: str | None,
+    average_last: int,
+    precision: str | None,
+    workers: int,
+    target: str | Path,
+) -> None:
     if precision is not None and precision not in PRECISIONS:
         raise ConfigError(
             f"unknown precision {precision!r}; valid choices: {', '.join(PRECISIONS)}"
@@ -57,10 +63,16 @@ def _check(fmt: ModelFormat, engine: str | None, average_last: int, precision: s
 
 
 def open_model(
-    target: str | Path, *, average_last: int = 0, device: str = "cpu",
-    precision: str | None = None, workers: int = 1, engine: str | None = None,
-    revision: str | None = None, cache_dir: str | None = None,
-) -> Opened:  # fmt: skip
+    target: str | Path,
+    *,
+    average_last: int = 0,
+    device: str = "cpu",
+    precision: str | None = None,
+    workers: int = 1,
+    engine: str | None = None,
+    revision: str | None = None,
+    cache_dir: str | None = None,
+) -> Opened:
     """Open `target` (see the module doc) for translation on `device`; `precision`
     (PRECISIONS, None: as stored) is the type decoding computes in; `average_last` N
     averages a run's last N checkpoints; `workers` (CTranslate2) batches decode at once;

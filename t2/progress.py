@@ -53,10 +53,17 @@ class Progress:
     (e.g. processes other than the main one)."""
 
     def __init__(
-        self, total: int | None, desc: str, unit: str = "it", *, every_s: float | None = None,
-        bar: bool = True, enabled: bool = True, tty: bool | None = None,
+        self,
+        total: int | None,
+        desc: str,
+        unit: str = "it",
+        *,
+        every_s: float | None = None,
+        bar: bool = True,
+        enabled: bool = True,
+        tty: bool | None = None,
         stream: TextIO | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.total, self.desc, self.unit = total, desc, unit
         self.every_s = line_interval() if every_s is None else every_s
         self.n, self.lines = 0, 0
@@ -65,8 +72,14 @@ class Progress:
         self.plain = enabled and not tty  # log lines
         self.bar = None
         if enabled and tty and bar:
-            self.bar = tqdm(total=total, desc=desc, unit=f" {unit}", leave=False,
-                            file=self.stream, dynamic_ncols=True)  # fmt: skip
+            self.bar = tqdm(
+                total=total,
+                desc=desc,
+                unit=f" {unit}",
+                leave=False,
+                file=self.stream,
+                dynamic_ncols=True,
+            )
         self.start = self.last = time.perf_counter()
 
     def update(self, n: int = 1) -> None:
@@ -88,8 +101,10 @@ class Progress:
             return f"{self.desc}: {self.n} {self.unit} {rate:.1f}/s"
         left = (self.total - self.n) / rate / 60 if rate > 0 else float("inf")
         percent = 100 * self.n / self.total
-        return (f"{self.desc}: {self.n}/{self.total} {self.unit} ({percent:.0f}%) "
-                f"{rate:.1f}/s left={left:.1f}m")  # fmt: skip
+        return (
+            f"{self.desc}: {self.n}/{self.total} {self.unit} ({percent:.0f}%) "
+            f"{rate:.1f}/s left={left:.1f}m"
+        )
 
     def _line(self, text: str) -> None:
         self.lines += 1

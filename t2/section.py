@@ -137,12 +137,15 @@ def add_section_arguments(
         )
         kind = hints[f.name]
         parser.add_argument(
-            flag(f.name), *f.metadata.get("aliases", ()), dest=f.name, default=None,
+            flag(f.name),
+            *f.metadata.get("aliases", ()),
+            dest=f.name,
+            default=None,
             type=kind if kind in (int, float, str) else None,
             choices=sorted(set(choices)) if choices else None,
             metavar=None if choices else {int: "N", float: "X"}.get(kind, "TEXT"),
             help=f"{section.SECTION}.{f.name}: {f.metadata.get('help', '')} (default: the run's)",
-        )  # fmt: skip
+        )
 
 
 def section_changes(args: argparse.Namespace, section: type[Section]) -> dict[str, Any]:

@@ -82,8 +82,9 @@ class Outcomes:
 def main() -> int:
     outcomes = Outcomes()
     ids = [str(HERE / test) for test in FAULTS.values()]
-    pytest.main(["-q", "--no-header", "-p", "no:cacheprovider", "--tb=line", *ids],
-                plugins=[outcomes])  # fmt: skip
+    pytest.main(
+        ["-q", "--no-header", "-p", "no:cacheprovider", "--tb=line", *ids], plugins=[outcomes]
+    )
     failures = 0
     for fault, test in FAULTS.items():
         failed = outcomes.failed.get(test)

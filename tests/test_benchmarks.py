@@ -19,8 +19,18 @@ needs_data = pytest.mark.skipif(
     or not (SHARED / "mixed" / "train.de").is_file(),
     reason=f"shared de-en data not found at {SHARED} (set T2_SHARED_DATA)",
 )
-TINY = ["--set", "model.d_model=32", "--set", "model.n_heads=2", "--set", "model.d_ff=64",
-        "--set", "model.n_encoder_layers=1", "--set", "model.n_decoder_layers=1"]  # fmt: skip
+TINY = [
+    "--set",
+    "model.d_model=32",
+    "--set",
+    "model.n_heads=2",
+    "--set",
+    "model.d_ff=64",
+    "--set",
+    "model.n_encoder_layers=1",
+    "--set",
+    "model.n_decoder_layers=1",
+]
 
 
 def load(name: str):
@@ -33,14 +43,31 @@ def load(name: str):
 def test_bench_serve_times_every_engine_on_equal_work(tmp_path, single_thread, capsys):
     pytest.importorskip("ctranslate2")
     out = tmp_path / "serve.json"
-    argv = ["--threads", "1", "--sentences", "6", "--repeats", "2", "--vocab", "300",
-            "--max-len", "5", "--batch-size", "3", "--json", str(out), *TINY]  # fmt: skip
+    argv = [
+        "--threads",
+        "1",
+        "--sentences",
+        "6",
+        "--repeats",
+        "2",
+        "--vocab",
+        "300",
+        "--max-len",
+        "5",
+        "--batch-size",
+        "3",
+        "--json",
+        str(out),
+        *TINY,
+    ]
     records = load("bench_serve").main(argv)
     assert json.loads(out.read_text()) == records
     engines = {(r["recipe"], r["engine"]) for r in records}
-    assert engines == {(rec, e) for rec in ("base", "v2_rope_rmsnorm")
-                       for e in ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32",
-                                 "ct2_int8")}  # fmt: skip
+    assert engines == {
+        (rec, e)
+        for rec in ("base", "v2_rope_rmsnorm")
+        for e in ("hf", "t2", "hf_bf16", "t2_bf16", "ct2_float32", "ct2_int8")
+    }
     assert {r["tokens"] for r in records} == {6 * (5 + 1)}  # every engine: 5 tokens + EOS each
     for r in records:
         assert len(r["walls_s"]) == 2 and r["tokens_per_s"] == pytest.approx(
@@ -49,9 +76,11 @@ def test_bench_serve_times_every_engine_on_equal_work(tmp_path, single_thread, c
         assert r["engine"] != "hf" or r["ratio_to_hf"] == 1.0
         peer = "hf_bf16" if r["engine"].endswith("_bf16") else "hf"
         assert r["peer"] == peer and r["ratio_to_hf_same_precision"] == pytest.approx(
-            next(p["median_s"] for p in records if (p["recipe"], p["engine"]) ==
-                 (r["recipe"], peer)) / r["median_s"]
-        )  # fmt: skip
+            next(
+                p["median_s"] for p in records if (p["recipe"], p["engine"]) == (r["recipe"], peer)
+            )
+            / r["median_s"]
+        )
     v2 = next(r for r in records if r["recipe"] == "v2_rope_rmsnorm")
     assert (v2["positional"], v2["norm"], v2["ffn"]) == ("rope", "rmsnorm", "swiglu")
     assert "ct2_int8" in capsys.readouterr().out
@@ -64,15 +93,29 @@ def test_bench_serve_rejects_an_unknown_engine(capsys):
         "unknown engine 'onnx'; valid: hf, t2, hf_bf16, t2_bf16, ct2_float32, ct2_int8, "
         "ct2_peer_float32, ct2_peer_int8" in capsys.readouterr().err
     )
-    for spec, why in (("ct2_int8@0", "'ct2_int8@0': the number of workers after @ must be"),
-                      ("hf@two", "'hf@two': the number of workers after @ must be"),
-                      ("onnx@2", "unknown engine 'onnx'")):  # fmt: skip
+    for spec, why in (
+        ("ct2_int8@0", "'ct2_int8@0': the number of workers after @ must be"),
+        ("hf@two", "'hf@two': the number of workers after @ must be"),
+        ("onnx@2", "unknown engine 'onnx'"),
+    ):
         with pytest.raises(SystemExit):
             load("bench_serve").parse_args(["--engines", spec])
         assert why in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        load("bench_serve").parse_args(["--engines", "ct2_peer_int8", "--trained", "r",
-                                        "--peer", "p", "--src", "s", "--ref", "r"])  # fmt: skip
+        load("bench_serve").parse_args(
+            [
+                "--engines",
+                "ct2_peer_int8",
+                "--trained",
+                "r",
+                "--peer",
+                "p",
+                "--src",
+                "s",
+                "--ref",
+                "r",
+            ]
+        )
     assert "'ct2_peer_int8' is for random weights" in capsys.readouterr().err
 
 
@@ -84,9 +127,25 @@ def test_bench_serve_runs_engines_on_workers_with_the_same_work(tmp_path, single
     pytest.importorskip("ctranslate2")
     import multiprocessing
 
-    argv = ["--threads", "2", "--sentences", "7", "--repeats", "1", "--vocab", "300",
-            "--max-len", "4", "--batch-size", "2", "--recipes", "base",
-            "--engines", "hf,t2@2,ct2_peer_int8,hf@2,ct2_int8@2,ct2_int8", *TINY]  # fmt: skip
+    argv = [
+        "--threads",
+        "2",
+        "--sentences",
+        "7",
+        "--repeats",
+        "1",
+        "--vocab",
+        "300",
+        "--max-len",
+        "4",
+        "--batch-size",
+        "2",
+        "--recipes",
+        "base",
+        "--engines",
+        "hf,t2@2,ct2_peer_int8,hf@2,ct2_int8@2,ct2_int8",
+        *TINY,
+    ]
     records = load("bench_serve").main(argv)
     by = {r["engine"]: r for r in records}
     assert list(by) == ["hf", "hf@2", "t2@2", "ct2_int8", "ct2_int8@2", "ct2_peer_int8"]
@@ -107,9 +166,26 @@ def test_bench_train_breakdown_needs_rounds_to_time(capsys):
 @needs_data
 def test_bench_train_interleaves_both_loops_and_writes_ratios(tmp_path, single_thread):
     out = tmp_path / "train.json"
-    argv = ["--threads", "1", "--pairs", "600", "--vocab", "300", "--max-tokens", "200",
-            "--rounds", "2", "--steps-per-round", "1", "--precisions", "fp32,bf16",
-            "--breakdown", "--json", str(out), *TINY]  # fmt: skip
+    argv = [
+        "--threads",
+        "1",
+        "--pairs",
+        "600",
+        "--vocab",
+        "300",
+        "--max-tokens",
+        "200",
+        "--rounds",
+        "2",
+        "--steps-per-round",
+        "1",
+        "--precisions",
+        "fp32,bf16",
+        "--breakdown",
+        "--json",
+        str(out),
+        *TINY,
+    ]
     records = load("bench_train").main(argv)
     assert json.loads(out.read_text()) == records
     compared = [r for r in records if "ratio" in r]
@@ -177,10 +253,25 @@ def test_bench_train_refuses_an_unknown_mode(capsys):
 @needs_data
 def test_bench_train_scaling_rows_grow_as_configured(tmp_path, single_thread, monkeypatch):
     bench = load("bench_train")
-    monkeypatch.setattr(bench, "SCALING", (("batch tokens", "base", 64, 8),
-                                           ("sentence length", "base", 64, 16)))  # fmt: skip
-    argv = ["--threads", "1", "--pairs", "300", "--vocab", "300", "--rounds", "2",
-            "--precisions", "fp32", "--recipes", "base", "--scaling", *TINY]  # fmt: skip
+    monkeypatch.setattr(
+        bench, "SCALING", (("batch tokens", "base", 64, 8), ("sentence length", "base", 64, 16))
+    )
+    argv = [
+        "--threads",
+        "1",
+        "--pairs",
+        "300",
+        "--vocab",
+        "300",
+        "--rounds",
+        "2",
+        "--precisions",
+        "fp32",
+        "--recipes",
+        "base",
+        "--scaling",
+        *TINY,
+    ]
     rows = [r for r in bench.main(argv) if "scaling" in r]
     assert [(r["max_tokens"], r["length"]) for r in rows] == [(64, 8), (64, 16)]
     for r in rows:  # no padding: 64 // length pairs of length tokens a side
@@ -197,8 +288,9 @@ def test_bench_serve_times_trained_models_decoding_freely(tmp_path, toy, single_
     run_dir, model, tokenizer = toy
     peer = tmp_path / "peer"
     cfg = model.cfg
-    shape = serve.argparse.Namespace(d_model=cfg.d_model, layers=cfg.n_encoder_layers,
-                                     n_heads=cfg.n_heads, d_ff=cfg.d_ff)  # fmt: skip
+    shape = serve.argparse.Namespace(
+        d_model=cfg.d_model, layers=cfg.n_encoder_layers, n_heads=cfg.n_heads, d_ff=cfg.d_ff
+    )
     from transformers import MarianMTModel
 
     from benchmarks.bench_decode import marian_config
@@ -209,9 +301,24 @@ def test_bench_serve_times_trained_models_decoding_freely(tmp_path, toy, single_
     (tmp_path / "src.txt").write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
     (tmp_path / "ref.txt").write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
     out = tmp_path / "trained.json"
-    argv = ["--trained", str(run_dir), "--peer", str(peer), "--src", str(tmp_path / "src.txt"),
-            "--ref", str(tmp_path / "ref.txt"), "--threads", "1", "--repeats", "2",
-            "--batch-size", "4", "--json", str(out)]  # fmt: skip
+    argv = [
+        "--trained",
+        str(run_dir),
+        "--peer",
+        str(peer),
+        "--src",
+        str(tmp_path / "src.txt"),
+        "--ref",
+        str(tmp_path / "ref.txt"),
+        "--threads",
+        "1",
+        "--repeats",
+        "2",
+        "--batch-size",
+        "4",
+        "--json",
+        str(out),
+    ]
     records = serve.main(argv)
     assert json.loads(out.read_text()) == records
     by = {r["engine"]: r for r in records}
@@ -268,12 +375,17 @@ def test_bench_data_reports_shapes_and_padding_of_each_batching(tmp_path, capsys
     rng = np.random.default_rng(0)
     src = np.clip(rng.lognormal(2.6, 0.5, 3000).astype(int), 2, 66)
     tgt = np.clip(src + rng.integers(-3, 4, 3000), 3, 66)
-    enc = datasets.Dataset.from_dict({
-        "src_ids": [[5] * n for n in src], "tgt_ids": [[5] * n for n in tgt],
-        "src_len": src, "tgt_len": tgt,
-    })  # fmt: skip
-    args = argparse.Namespace(max_tokens="1024,4096", max_tokens_per_sentence=64,
-                              json=tmp_path / "data.json")  # fmt: skip
+    enc = datasets.Dataset.from_dict(
+        {
+            "src_ids": [[5] * n for n in src],
+            "tgt_ids": [[5] * n for n in tgt],
+            "src_len": src,
+            "tgt_len": tgt,
+        }
+    )
+    args = argparse.Namespace(
+        max_tokens="1024,4096", max_tokens_per_sentence=64, json=tmp_path / "data.json"
+    )
     bench._batching(enc, args)
     rows = json.loads((tmp_path / "data.json").read_text())
     assert [r["max_tokens"] for r in rows] == [1024] * 3 + [4096] * 3
@@ -290,8 +402,20 @@ def test_bench_train_counts_operators_per_step_on_cuda_s_code_path(single_thread
     """Both architectures' records gain t2's and the peer's operators per step; on the
     simulated CUDA path t2 dispatches fewer than the peer's plain loop (the target)."""
     bench = load("bench_train")
-    argv = ["--threads", "1", "--pairs", "300", "--vocab", "300", "--rounds", "0",
-            "--precisions", "bf16", "--count-ops", *TINY]  # fmt: skip
+    argv = [
+        "--threads",
+        "1",
+        "--pairs",
+        "300",
+        "--vocab",
+        "300",
+        "--rounds",
+        "0",
+        "--precisions",
+        "bf16",
+        "--count-ops",
+        *TINY,
+    ]
     rows = [r for r in bench.main(argv) if "ops_per_step" in r]
     assert [r["recipe"] for r in rows] == ["base", "v2_rope_rmsnorm"]
     for r in rows:
@@ -308,12 +432,17 @@ def test_bench_train_counts_operators_per_step_on_cuda_s_code_path(single_thread
 def test_gpu_script_without_cuda_says_so_in_one_line_and_exits_0():
     import subprocess
 
-    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh")], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu.sh")], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout.count("\n") == 1 and "no CUDA device" in done.stdout
-    bad = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh"), "--frobnicate"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    bad = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu.sh"), "--frobnicate"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr
 
 

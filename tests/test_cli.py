@@ -30,8 +30,14 @@ CARD_SCRIPTS = {  # the top-level folders of the design card's layout, each with
 
 def t2(*args: str, script: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     head = [str(ROOT / script)] if script else ["-m", "t2"]
-    return subprocess.run([sys.executable, *head, *args], capture_output=True, text=True,
-                          env=ENV, cwd=cwd, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, *head, *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def test_help_lists_every_verb_and_each_verb_has_help(capsys):
@@ -101,8 +107,21 @@ def test_every_decode_key_is_a_flag_of_every_decoding_verb(capsys):
             build_parser().parse_args([verb, "--help"])
         listing = capsys.readouterr().out
         assert all(f"decode.{n}:" in listing for n in expected), verb
-    args = build_parser().parse_args(["translate", "--checkpoint", "r", "--search", "sample",
-                                      "--top-p", "0.9", "--top-k", "5", "--seed", "3"])  # fmt: skip
+    args = build_parser().parse_args(
+        [
+            "translate",
+            "--checkpoint",
+            "r",
+            "--search",
+            "sample",
+            "--top-p",
+            "0.9",
+            "--top-k",
+            "5",
+            "--seed",
+            "3",
+        ]
+    )
     assert (args.search, args.top_p, args.top_k, args.seed) == ("sample", 0.9, 5, 3)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["translate", "--checkpoint", "r", "--search", "nucleus"])
@@ -128,8 +147,19 @@ def test_average_writes_a_checkpoint_that_evaluate_scores(toy, tmp_path):
     src, ref = tmp_path / "test.src", tmp_path / "test.ref"
     src.write_text("a b c\nd e f\n")
     ref.write_text("a b c\nd e f\n")
-    result = t2("evaluate", "--checkpoint", str(out), "--src", str(src), "--ref", str(ref),
-                "--device", "cpu", "--show", "0")  # fmt: skip
+    result = t2(
+        "evaluate",
+        "--checkpoint",
+        str(out),
+        "--src",
+        str(src),
+        "--ref",
+        str(ref),
+        "--device",
+        "cpu",
+        "--show",
+        "0",
+    )
     assert result.returncode == 0 and "BLEU" in result.stdout, result.stderr
     elsewhere = tmp_path / "notes"
     elsewhere.mkdir()
@@ -177,9 +207,14 @@ def test_a_process_of_a_multi_process_job_exits_without_finalizing(
     """Under torchrun (WORLD_SIZE > 1) the exit skips CPython's finalization, where gloo's
     lingering threads abort the process; it still joins threads, runs atexit handlers and
     flushes, and keeps the status. A single process exits as Python does."""
-    result = subprocess.run([sys.executable, "-c", _EXIT_PROGRAM, str(tmp_path), outcome],
-                            capture_output=True, text=True, cwd=ROOT, timeout=60,
-                            env={**ENV, "WORLD_SIZE": world_size})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", _EXIT_PROGRAM, str(tmp_path), outcome],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**ENV, "WORLD_SIZE": world_size},
+    )
     assert result.returncode == status, result.stderr
     assert result.stdout == "no newline" and result.stderr.startswith("to stderr")
     assert (tmp_path / "atexit").exists() and (tmp_path / "thread").exists()

@@ -27,8 +27,9 @@ def test_stdin_lines_in_translations_out(toy, tmp_path):
     run, model, tokenizer = toy
     lines = [s for s, _ in toy_pairs(7, seed=11)]
     lines.insert(3, "")
-    result = run_script("--checkpoint", str(run), "--beam", "2", "--batch-size", "3",
-                        stdin="\n".join(lines) + "\n")  # fmt: skip
+    result = run_script(
+        "--checkpoint", str(run), "--beam", "2", "--batch-size", "3", stdin="\n".join(lines) + "\n"
+    )
     assert result.returncode == 0, result.stderr
     expected = translate(model, tokenizer, lines, DecodeConfig(beam_size=2))
     assert result.stdout.split("\n")[:-1] == expected
@@ -83,8 +84,15 @@ def test_bfloat16_decoding_casts_the_model_and_translates_as_float32(toy, tmp_pa
     decode = DecodeConfig(beam_size=2)
     assert engine.translate(lines, decode) == translate(model, tokenizer, lines, decode)
     assert next(model.parameters()).dtype == torch.float32  # the shared toy model untouched
-    result = run_script("--checkpoint", str(run), "--precision", "bfloat16", "--beam", "2",
-                        stdin="\n".join(lines[:3]) + "\n")  # fmt: skip
+    result = run_script(
+        "--checkpoint",
+        str(run),
+        "--precision",
+        "bfloat16",
+        "--beam",
+        "2",
+        stdin="\n".join(lines[:3]) + "\n",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == translate(model, tokenizer, lines[:3], decode)
     with pytest.raises(ConfigError, match="valid choices: float32, bfloat16, float16"):
@@ -108,8 +116,19 @@ def test_output_appears_under_its_name_only_when_complete(toy, tmp_path):
     many.write_text("".join(f"{s}\n" for s, _ in toy_pairs(50, seed=13)) * 400)
     out.write_text("the previous output\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [*COMMAND, "--device", "cpu", "--checkpoint", str(run),
-           "--batch-size", "8", "--input", str(many), "--output", str(out)]  # fmt: skip
+    cmd = [
+        *COMMAND,
+        "--device",
+        "cpu",
+        "--checkpoint",
+        str(run),
+        "--batch-size",
+        "8",
+        "--input",
+        str(many),
+        "--output",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not any(p.name.endswith(".part") for p in tmp_path.iterdir()):

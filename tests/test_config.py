@@ -19,11 +19,19 @@ def test_defaults_are_the_papers_base_model():
     cfg = Config()
     m = cfg.model
     assert (m.d_model, m.n_heads, m.d_ff, m.n_encoder_layers, m.n_decoder_layers) == (
-        512, 8, 2048, 6, 6,
-    )  # fmt: skip
+        512,
+        8,
+        2048,
+        6,
+        6,
+    )
     assert (m.positional, m.norm, m.ffn, m.norm_position, m.tie_embeddings) == (
-        "sinusoidal", "layernorm", "relu", "post", "all",
-    )  # fmt: skip
+        "sinusoidal",
+        "layernorm",
+        "relu",
+        "post",
+        "all",
+    )
     assert m.d_head == 64 and m.d_hidden == 2048
     assert cfg.train.betas == (0.9, 0.98) and cfg.train.label_smoothing == 0.1
 

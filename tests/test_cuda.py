@@ -41,8 +41,12 @@ def test_the_chunked_loss_on_cuda_gives_the_reference_loss_and_gradients():
     h2, w2 = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
     with torch.autocast("cuda", torch.bfloat16):
         ref = torch.nn.functional.cross_entropy(
-            torch.nn.functional.linear(h2, w2).float().flatten(0, 1), target.flatten(),
-            ignore_index=0, label_smoothing=0.1, reduction="sum")  # fmt: skip
+            torch.nn.functional.linear(h2, w2).float().flatten(0, 1),
+            target.flatten(),
+            ignore_index=0,
+            label_smoothing=0.1,
+            reduction="sum",
+        )
     ref.backward()
     torch.testing.assert_close(loss, ref, rtol=1e-3, atol=0)
     torch.testing.assert_close(h.grad, h2.grad, rtol=2e-2, atol=2e-2 * h2.grad.abs().max())

@@ -86,8 +86,9 @@ def test_the_costliest_batch_of_every_epoch_runs_first_whatever_the_processes() 
     cost = lambda rows, s, t: rows * max(s, t) ** 2  # noqa: E731  (attention-like growth)
     order = None
     for world in (1, 2, 3):
-        s = BatchSampler(SRC, TGT, 2048, 0, 1, True, 0, world, max_shapes=16, rows_multiple=8,
-                         cost=cost)  # fmt: skip
+        s = BatchSampler(
+            SRC, TGT, 2048, 0, 1, True, 0, world, max_shapes=16, rows_multiple=8, cost=cost
+        )
         for epoch in range(2):
             batches, lengths = s._epoch(epoch)
             costs = [cost(len(b), *ls) for b, ls in zip(batches, lengths, strict=True)]
@@ -112,8 +113,10 @@ def test_a_run_saved_before_buckets_resumes_only_with_its_batching() -> None:
 
 
 def test_shards_of_a_bucketed_epoch_are_disjoint_and_equal() -> None:
-    shards = [list(BatchSampler(SRC, TGT, 2048, 0, 1, True, r, 3, max_shapes=16,
-                                rows_multiple=8)) for r in range(3)]  # fmt: skip
+    shards = [
+        list(BatchSampler(SRC, TGT, 2048, 0, 1, True, r, 3, max_shapes=16, rows_multiple=8))
+        for r in range(3)
+    ]
     assert len({len(s) for s in shards}) == 1
     seen = [i for s in shards for b in s for i in b]
     assert len(seen) == len(set(seen))

@@ -28,8 +28,11 @@ def test_clean_drops_exactly_the_empty_and_duplicate_pairs() -> None:
     ds = clean_pairs(raw, report, dedup=True, num_proc=1)
     assert report.dropped == {"empty": 3, "duplicate": 1} and report.kept == len(ds) == 4
     assert list(zip(ds["src"], ds["tgt"], strict=True)) == [
-        ("a b", "A"), ("d", "D"), ("c", "C"), ("e", "E"),
-    ]  # fmt: skip
+        ("a b", "A"),
+        ("d", "D"),
+        ("c", "C"),
+        ("e", "E"),
+    ]
     report = Report("train", len(raw))
     assert len(clean_pairs(raw, report, dedup=False, num_proc=1)) == 5
     assert report.line() == "data train: 8 pairs read; dropped 3 empty; kept 5"
@@ -67,8 +70,14 @@ def test_encode_drops_long_and_off_ratio_pairs_on_train_only(
 ) -> None:
     lengths = [(3, 3), (12, 2), (9, 9), (2, 7), (10, 10), (1, 1)]  # in words, that is tokens
     spec = write_files(tmp_path / "x", [text(a) for a, _ in lengths], [text(b) for _, b in lengths])
-    cfg = DataConfig(train=spec, valid=spec, src_lang="src", tgt_lang="tgt",
-                     cache_dir=str(tmp_path), max_tokens_per_sentence=9)  # fmt: skip
+    cfg = DataConfig(
+        train=spec,
+        valid=spec,
+        src_lang="src",
+        tgt_lang="tgt",
+        cache_dir=str(tmp_path),
+        max_tokens_per_sentence=9,
+    )
     for split, expected in (("train", [(3, 3), (9, 9), (1, 1)]), ("valid", lengths)):
         ds = encode_pairs(load_pairs(cfg, split, 1), word_tokenizer, cfg, split)
         kept = zip(ds["src"], ds["tgt"], strict=True)
@@ -78,15 +87,27 @@ def test_encode_drops_long_and_off_ratio_pairs_on_train_only(
 
 def test_encode_reports_what_it_drops(tmp_path: Path, word_tokenizer, capsys) -> None:
     spec = write_files(tmp_path / "x", [text(3), text(1), text(1)], [text(1), text(5), text(1)])
-    cfg = DataConfig(train=spec, src_lang="src", tgt_lang="tgt", cache_dir=str(tmp_path),
-                     max_tokens_per_sentence=4, max_length_ratio=3.0)  # fmt: skip
+    cfg = DataConfig(
+        train=spec,
+        src_lang="src",
+        tgt_lang="tgt",
+        cache_dir=str(tmp_path),
+        max_tokens_per_sentence=4,
+        max_length_ratio=3.0,
+    )
     assert len(encode_pairs(load_pairs(cfg, "train", 1), word_tokenizer, cfg, "train")) == 2
     assert (
         "dropped 1 longer than 4 tokens, 0 length ratio above 3; kept 2" in capsys.readouterr().out
     )
     spec = write_files(tmp_path / "y", [text(2), text(3)], [text(2), text(2)])
-    cfg = DataConfig(train=spec, src_lang="src", tgt_lang="tgt", cache_dir=str(tmp_path),
-                     max_tokens_per_sentence=1, max_length_ratio=3.0)  # fmt: skip
+    cfg = DataConfig(
+        train=spec,
+        src_lang="src",
+        tgt_lang="tgt",
+        cache_dir=str(tmp_path),
+        max_tokens_per_sentence=1,
+        max_length_ratio=3.0,
+    )
     with pytest.raises(DataError, match="raise them"):
         encode_pairs(load_pairs(cfg, "train", 1), word_tokenizer, cfg, "train")
 
@@ -100,8 +121,15 @@ def test_pairs_left_empty_after_cleaning_is_an_error(tmp_path: Path) -> None:
 
 def test_dedup_and_max_train_pairs_are_reported(tmp_path: Path, capsys) -> None:
     spec = write_files(tmp_path / "x", ["a", "a", "b", "c", "d"], ["A", "A", "B", "C", "D"])
-    cfg = DataConfig(train=spec, valid=spec, src_lang="src", tgt_lang="tgt",
-                     cache_dir=str(tmp_path), dedup=True, max_train_pairs=2)  # fmt: skip
+    cfg = DataConfig(
+        train=spec,
+        valid=spec,
+        src_lang="src",
+        tgt_lang="tgt",
+        cache_dir=str(tmp_path),
+        dedup=True,
+        max_train_pairs=2,
+    )
     assert load_pairs(cfg, "train", 1)["src"] == ["a", "b"]
     assert load_pairs(cfg, "valid", 1)["src"] == ["a", "b", "c", "d"]  # the limit is train-only
     out = capsys.readouterr().out

@@ -14,8 +14,15 @@ SCRIPT = ["-m", "t2", "tokenizer"]
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1"}
-    cmd = [sys.executable, *SCRIPT, "--recipe", "quickstart",
-           "--set", f"data.cache_dir={tmp_path / 'cache'}", *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        *SCRIPT,
+        "--recipe",
+        "quickstart",
+        "--set",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
 
 

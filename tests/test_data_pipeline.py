@@ -90,8 +90,13 @@ def test_seeds_change_generated_data(tmp_path: Path) -> None:
 @needs_shared
 def test_multi30k_files_round_trip_and_batch(tmp_path: Path) -> None:
     prefix = SHARED / "multi30k"
-    cfg = DataConfig(train=f"files:{prefix}/train", valid=f"files:{prefix}/val", vocab_size=2000,
-                     max_train_pairs=2000, cache_dir=str(tmp_path))  # fmt: skip
+    cfg = DataConfig(
+        train=f"files:{prefix}/train",
+        valid=f"files:{prefix}/val",
+        vocab_size=2000,
+        max_train_pairs=2000,
+        cache_dir=str(tmp_path),
+    )
     tok = prepare_tokenizer(cfg, None, seed=1)
     valid = load_pairs(cfg, "valid", 1)
     assert len(valid) == 1014  # every validation pair is kept
@@ -110,8 +115,12 @@ def test_multi30k_files_round_trip_and_batch(tmp_path: Path) -> None:
 
 @needs_shared
 def test_newstest_en_de_direction(tmp_path: Path) -> None:
-    cfg = DataConfig(test=f"files:{SHARED}/newstest/newstest2013", src_lang="en", tgt_lang="de",
-                     cache_dir=str(tmp_path))  # fmt: skip
+    cfg = DataConfig(
+        test=f"files:{SHARED}/newstest/newstest2013",
+        src_lang="en",
+        tgt_lang="de",
+        cache_dir=str(tmp_path),
+    )
     test = load_pairs(cfg, "test", 1)
     assert len(test) == 3000
     de = (SHARED / "newstest" / "newstest2013.de").read_text(encoding="utf-8").split("\n")

@@ -47,9 +47,16 @@ def test_sum_matches_report_002_example() -> None:
 
 
 FORMATS = [  # strptime patterns of each rendering, English names matched case-insensitively
-    "%B %d %Y %A", "%d %b %Y", "%d.%m.%Y", "%A, %B %d, %Y", "%B %d, %Y",
-    "%d %B %Y", "%m/%d/%Y", "%A %d %B %Y", "%b %d, %Y",
-]  # fmt: skip
+    "%B %d %Y %A",
+    "%d %b %Y",
+    "%d.%m.%Y",
+    "%A, %B %d, %Y",
+    "%B %d, %Y",
+    "%d %B %Y",
+    "%m/%d/%Y",
+    "%A %d %B %Y",
+    "%b %d, %Y",
+]
 
 
 def _parse(text: str) -> tuple[date, str | None]:

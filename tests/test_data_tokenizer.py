@@ -98,8 +98,12 @@ def test_foreign_special_token_ids_are_refused(tmp_path: Path, tokenizer) -> Non
 
 
 def test_prepare_tokenizer_trains_once_then_reuses(tmp_path: Path, capsys) -> None:
-    cfg = DataConfig(train="task:fake_dates", task_train_size=300, vocab_size=120,
-                     cache_dir=str(tmp_path / "cache"))  # fmt: skip
+    cfg = DataConfig(
+        train="task:fake_dates",
+        task_train_size=300,
+        vocab_size=120,
+        cache_dir=str(tmp_path / "cache"),
+    )
     folder = tmp_path / "run" / "tokenizer"
     first = prepare_tokenizer(cfg, folder, seed=1)
     assert (folder / "tokenizer.json").is_file()

@@ -191,8 +191,15 @@ def test_decoding_with_learned_positions_stops_at_the_table():
     from t2.config import ModelConfig
 
     src = torch.ones(2, 5, dtype=torch.long)
-    tiny = dict(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
-                n_decoder_layers=1, max_positions=20)  # fmt: skip
+    tiny = dict(
+        vocab_size=50,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        max_positions=20,
+    )
     learned = Transformer(ModelConfig(**tiny, positional="learned"))
     sinusoidal = Transformer(ModelConfig(**tiny, positional="sinusoidal"))
     assert max_lengths(learned, src, 1.0, 50).tolist() == [19, 19]

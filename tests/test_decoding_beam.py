@@ -31,8 +31,10 @@ class _TreeModel:
         return _TreeModel._Prefixes()
 
     def decode(self, tgt, memory, src_pad, state):  # noqa: ANN001, ANN201
-        state.rows = [row + [t] for row, t in zip(state.rows or [[]] * len(tgt),
-                                                  tgt[:, -1].tolist(), strict=True)]  # fmt: skip
+        state.rows = [
+            row + [t]
+            for row, t in zip(state.rows or [[]] * len(tgt), tgt[:, -1].tolist(), strict=True)
+        ]
         logits = torch.full((len(tgt), 1, self.vocab), -1e9)
         for i, row in enumerate(state.rows):
             for token, p in self.tree.get(tuple(row[1:]), {2: 1.0}).items():  # 2: EOS
@@ -78,8 +80,9 @@ def test_the_exact_bound_is_the_best_score_a_running_beam_can_reach():
     bound = best_possible(log_prob, max_len, penalty(0.6))
     # any continuation: the sum can only fall, and its length is at most max_len + 1
     for i, m in enumerate(max_len.tolist()):
-        reachable = [(-2.0 - extra) / length_penalty(n, 0.6)
-                     for n in range(1, m + 2) for extra in (0.0, 0.5)]  # fmt: skip
+        reachable = [
+            (-2.0 - extra) / length_penalty(n, 0.6) for n in range(1, m + 2) for extra in (0.0, 0.5)
+        ]
         assert max(reachable) == pytest.approx(bound[i].item())
 
 

@@ -155,8 +155,16 @@ def test_misaligned_files_give_one_line_naming_both(toy, tmp_path):
     (tmp_path / "b.en").write_text("one\ntwo\n")
     with pytest.raises(DataError, match=r"a\.de has 3 lines but .*b\.en has 2"):
         evaluate(EvalOptions(str(run), src=str(tmp_path / "a.de"), ref=str(tmp_path / "b.en")))
-    result = run_cli("--checkpoint", str(run), "--src", str(tmp_path / "a.de"),
-                     "--ref", str(tmp_path / "b.en"), "--device", "cpu")  # fmt: skip
+    result = run_cli(
+        "--checkpoint",
+        str(run),
+        "--src",
+        str(tmp_path / "a.de"),
+        "--ref",
+        str(tmp_path / "b.en"),
+        "--device",
+        "cpu",
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "a.de has 3 lines" in result.stderr
@@ -244,8 +252,14 @@ def test_real_newstest_lines_round_trip_and_score_like_the_cli(tmp_path):
     run = write_run(tmp_path / "run", Transformer(cfg.model), cfg, tokenizer)
     (tmp_path / "s.de").write_text("\n".join(src) + "\n", encoding="utf-8")
     (tmp_path / "r.en").write_text("\n".join(ref) + "\n", encoding="utf-8")
-    opts = EvalOptions(str(run), str(tmp_path / "s.de"), str(tmp_path / "r.en"),
-                       decode={"beam_size": 2}, out=str(tmp_path / "out"), show=0)  # fmt: skip
+    opts = EvalOptions(
+        str(run),
+        str(tmp_path / "s.de"),
+        str(tmp_path / "r.en"),
+        decode={"beam_size": 2},
+        out=str(tmp_path / "out"),
+        show=0,
+    )
     [report] = evaluate(opts)
     hyps = (tmp_path / "out" / "hyps.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert len(hyps) == 20 and report["n_sentences"] == 20

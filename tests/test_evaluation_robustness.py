@@ -99,9 +99,21 @@ def test_command_compares_checkpoints_side_by_side(toy, tmp_path):
     (tmp_path / "s").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     (tmp_path / "r").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, *SCRIPT, "--checkpoint", str(run), str(run), "--src",
-           str(tmp_path / "s"), "--ref", str(tmp_path / "r"), "--out", str(tmp_path / "r.json"),
-           "--device", "cpu"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        *SCRIPT,
+        "--checkpoint",
+        str(run),
+        str(run),
+        "--src",
+        str(tmp_path / "s"),
+        "--ref",
+        str(tmp_path / "r"),
+        "--out",
+        str(tmp_path / "r.json"),
+        "--device",
+        "cpu",
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     assert "shuffle_middle" in result.stdout and "BLEU" in result.stdout

@@ -31,8 +31,14 @@ arms:
   base: {}
   v2: {set: {model.positional: rope}}
 """
-LOSS = {("base", 1): 1.0, ("base", 2): 1.4, ("base", 3): 1.1, ("v2", 1): 0.9, ("v2", 2): 1.0,
-        ("v2", 3): 1.3}  # test BLEU is 31 - loss (fake_run)  # fmt: skip
+LOSS = {
+    ("base", 1): 1.0,
+    ("base", 2): 1.4,
+    ("base", 3): 1.1,
+    ("v2", 1): 0.9,
+    ("v2", 2): 1.0,
+    ("v2", 3): 1.3,
+}  # test BLEU is 31 - loss (fake_run)
 
 
 @pytest.fixture
@@ -50,8 +56,12 @@ def fake_training(calls: list, fail: set | None = None):
         time.sleep(0.05)  # runs overlap, as real ones do
         if fail and (arm.name, seed) in fail:
             raise T2Error(f"sweep run {arm.name}/seed-{seed} failed (exit 2): error: broken")
-        fake_run(sw.run_dir(out, arm, seed), arm.recipe, sw.overrides(arm, seed),
-                 LOSS.get((arm.name, seed), 1.2))  # fmt: skip
+        fake_run(
+            sw.run_dir(out, arm, seed),
+            arm.recipe,
+            sw.overrides(arm, seed),
+            LOSS.get((arm.name, seed), 1.2),
+        )
 
     return train_one
 

@@ -40,8 +40,9 @@ def test_a_sweep_given_its_records_back_reports_the_same_numbers(hand_sweep, tmp
     meta = RunDir(sweep.run_dir(out, sweep.arm("a"), 1)).meta
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "machine": "Some CPU, 1 thread"}))
     records = tmp_path / "records"
-    code, stdout, err = t2(capsys, "sweep", sweep.path, "--out", out, "--records", records,
-                           "--report-only")  # fmt: skip
+    code, stdout, err = t2(
+        capsys, "sweep", sweep.path, "--out", out, "--records", records, "--report-only"
+    )
     assert code == 0, err
     assert stdout.splitlines() == [
         f"records: 0 finished runs taken from {records}",
@@ -51,11 +52,14 @@ def test_a_sweep_given_its_records_back_reports_the_same_numbers(hand_sweep, tmp
     report = (records / "report.md").read_text()
     assert report.split("## Arms")[1] == (out / "report.md").read_text().split("## Arms")[1]
     assert f"runs in `{records}`" in report
-    assert ("Trained on: Some CPU, 1 thread (1 run); not recorded (trained before t2 wrote it) "
-            "(9 runs).") in report  # fmt: skip
+    assert (
+        "Trained on: Some CPU, 1 thread (1 run); not recorded (trained before t2 wrote it) "
+        "(9 runs)."
+    ) in report
     fresh = tmp_path / "fresh"
-    code, stdout, err = t2(capsys, "sweep", sweep.path, "--out", fresh, "--records", records,
-                           "--dry-run")  # fmt: skip
+    code, stdout, err = t2(
+        capsys, "sweep", sweep.path, "--out", fresh, "--records", records, "--dry-run"
+    )
     assert code == 0, err
     assert stdout.splitlines() == [f"records: 10 finished runs taken from {records}"] + [
         sweep.shell_command(sweep.arm("short"), s, fresh, "offline") for s in (2, 3)
@@ -65,8 +69,9 @@ def test_a_sweep_given_its_records_back_reports_the_same_numbers(hand_sweep, tmp
     assert code == 2 and err.count("\n") == 1 and "is the --out folder" in err
     text = sweep.path.read_text()
     sweep.path.write_text(text.replace("model.dropout: 0.2", "model.dropout: 0.3"))
-    code, _, err = t2(capsys, "sweep", sweep.path, "--out", tmp_path / "other", "--records",
-                      records, "--dry-run")  # fmt: skip
+    code, _, err = t2(
+        capsys, "sweep", sweep.path, "--out", tmp_path / "other", "--records", records, "--dry-run"
+    )
     assert code == 2 and err.count("\n") == 1  # a kept run trained otherwise: named, not copied
     assert f"{records / 'short' / 'seed-1'} was trained with model.dropout=0.2" in err
     assert not (tmp_path / "other").exists()

@@ -36,8 +36,12 @@ arms:
 """
 # final validation losses per arm and seed: `same` is drawn like `a`, `better` is far lower;
 # `short` has one finished seed only
-LOSSES = {"a": [3.41, 3.38, 3.45], "same": [3.40, 3.47, 3.39], "better": [2.91, 2.95, 2.88],
-          "short": [3.60]}  # fmt: skip
+LOSSES = {
+    "a": [3.41, 3.38, 3.45],
+    "same": [3.40, 3.47, 3.39],
+    "better": [2.91, 2.95, 2.88],
+    "short": [3.60],
+}
 
 
 def t2(capsys, *args: str) -> tuple[int, str, str]:
@@ -59,8 +63,16 @@ def fake_run(path: Path, recipe: str, sets: list[str], final_loss: float, new: b
         extra = {"train_tokens": 40 * step, "elapsed_s": 0.5 * step} if new else {}
         loss = final_loss + (0.5 if step == 50 else 0.0)
         records.append({"step": step, "loss": loss + 0.2, "lr": 1e-3, **extra})
-        records.append({"step": step, "valid_loss": loss, "valid_bleu": 30 - loss,
-                        "valid_chrf": 50 - loss, "valid_exact_match": 0.0, **extra})  # fmt: skip
+        records.append(
+            {
+                "step": step,
+                "valid_loss": loss,
+                "valid_bleu": 30 - loss,
+                "valid_chrf": 50 - loss,
+                "valid_exact_match": 0.0,
+                **extra,
+            }
+        )
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     results = {"recipe": recipe, "bleu": 31 - final_loss, "chrf": 51 - final_loss}
     if new:
@@ -160,7 +172,10 @@ def test_compare_table_numbers_and_older_runs(tmp_path, capsys):
     assert md.splitlines()[2] == stdout.splitlines()[0]  # printed = written
     assert "test = validation" not in md  # task: and hf: sources: their splits differ
     assert sorted(p.name for p in out.glob("*.png")) == [
-        "curves_by_step.png", "curves_by_time.png", "curves_by_tokens.png"]  # fmt: skip
+        "curves_by_step.png",
+        "curves_by_time.png",
+        "curves_by_tokens.png",
+    ]
 
 
 def test_compare_groups_seeds_and_names_what_differs(tmp_path):
@@ -168,8 +183,9 @@ def test_compare_groups_seeds_and_names_what_differs(tmp_path):
 
     for seed in (1, 2):
         fake_run(tmp_path / f"a{seed}", "quickstart", [f"train.seed={seed}"], 3.0)
-        fake_run(tmp_path / f"b{seed}", "quickstart", [f"train.seed={seed}",
-                 "model.norm=rmsnorm"], 3.0)  # fmt: skip
+        fake_run(
+            tmp_path / f"b{seed}", "quickstart", [f"train.seed={seed}", "model.norm=rmsnorm"], 3.0
+        )
     runs = [read_run(tmp_path / n) for n in ("a1", "b1", "a2", "b2")]
     assert group_runs(runs) == {
         "quickstart model.norm=layernorm": [tmp_path / "a1", tmp_path / "a2"],
@@ -187,20 +203,28 @@ def test_compare_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
     "text, message",
     [
         ("seed: [1]\narms: {a: {}}", "unknown key in sweep file"),
-        ("seeds: [1]\nbase: quickstart\narms: {a: {set: {model.positionl: rope}}}",
-         "arm 'a': unknown key in section 'model' 'positionl'; valid keys:"),
+        (
+            "seeds: [1]\nbase: quickstart\narms: {a: {set: {model.positionl: rope}}}",
+            "arm 'a': unknown key in section 'model' 'positionl'; valid keys:",
+        ),
         ("seeds: [1]\nbase: quickstart\narms: {a: {reicpe: base}}", "valid keys: recipe, set"),
-        ("seeds: [1]\nbase: quickstart\nbudget: {max_step: 5}\narms: {a: {}}",
-         "valid keys: max_minutes, max_steps, max_train_tokens"),
+        (
+            "seeds: [1]\nbase: quickstart\nbudget: {max_step: 5}\narms: {a: {}}",
+            "valid keys: max_minutes, max_steps, max_train_tokens",
+        ),
         ("seeds: [1]\nbase: quickstart\nbaseline: b\narms: {a: {}}", "valid arms: a"),
         ("seeds: 1\nbase: quickstart\narms: {a: {}}", "seeds must be a list"),
-        ("seeds: [1]\nbase: quickstart\ncompare_at: wall\narms: {a: {}}",
-         "valid choices: steps, tokens, time"),
+        (
+            "seeds: [1]\nbase: quickstart\ncompare_at: wall\narms: {a: {}}",
+            "valid choices: steps, tokens, time",
+        ),
         ("seeds: [1]\narms: {a: {}}", "arm 'a' names no recipe"),
-        ("seeds: [1]\nbase: quickstart\narms: {a: {set: {model.norm: batchnorm}}}",
-         "valid choices: layernorm, rmsnorm"),
+        (
+            "seeds: [1]\nbase: quickstart\narms: {a: {set: {model.norm: batchnorm}}}",
+            "valid choices: layernorm, rmsnorm",
+        ),
     ],
-)  # fmt: skip
+)
 def test_sweep_file_errors_are_one_line_with_the_valid_choices(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -211,8 +235,12 @@ def test_sweep_file_errors_are_one_line_with_the_valid_choices(tmp_path, text, m
 
 def test_the_budget_sets_the_comparison_axis(tmp_path):
     path = tmp_path / "s.yaml"
-    for budget, axis in (("{max_minutes: 10}", "time"), ("{max_train_tokens: 1000}", "tokens"),
-                         ("{max_steps: 5, max_minutes: 1}", "steps"), ("{}", "steps")):  # fmt: skip
+    for budget, axis in (
+        ("{max_minutes: 10}", "time"),
+        ("{max_train_tokens: 1000}", "tokens"),
+        ("{max_steps: 5, max_minutes: 1}", "steps"),
+        ("{}", "steps"),
+    ):
         path.write_text(f"seeds: [1]\nbase: quickstart\nbudget: {budget}\narms: {{a: {{}}}}")
         assert load_sweep(path).compare_at == axis
 
@@ -251,17 +279,23 @@ def test_the_seed_reports_studies_are_all_there():
 
 def test_arm_overrides_in_both_spellings_and_the_wandb_grouping(tmp_path):
     path = tmp_path / "s.yaml"
-    path.write_text("name: study\nbase: quickstart\nseeds: [7]\nset: {train.max_lr: 1.0e-3}\n"
-                    "arms:\n  flat: {set: {train.betas: [0.9, 0.99], model.norm: rmsnorm}}\n"
-                    "  nested: {set: {model: {norm: rmsnorm}}, recipe: base_rope}\n")  # fmt: skip
+    path.write_text(
+        "name: study\nbase: quickstart\nseeds: [7]\nset: {train.max_lr: 1.0e-3}\n"
+        "arms:\n  flat: {set: {train.betas: [0.9, 0.99], model.norm: rmsnorm}}\n"
+        "  nested: {set: {model: {norm: rmsnorm}}, recipe: base_rope}\n"
+    )
     sweep = load_sweep(path)
     flat, nested = sweep.arms
     assert flat.own == ("train.betas=[0.9, 0.99]", "model.norm=rmsnorm")
     assert nested.own == ("model.norm=rmsnorm",) and nested.recipe == "base_rope"
     cfg = load_config(flat.recipe, sweep.overrides(flat, 7))
     assert cfg.train.betas == (0.9, 0.99) and cfg.train.max_lr == 1e-3
-    assert (cfg.train.seed, cfg.train.wandb_group, cfg.train.wandb_job_type,
-            cfg.train.wandb_name) == (7, "study", "flat", "flat-seed7")  # fmt: skip
+    assert (
+        cfg.train.seed,
+        cfg.train.wandb_group,
+        cfg.train.wandb_job_type,
+        cfg.train.wandb_name,
+    ) == (7, "study", "flat", "flat-seed7")
     assert sweep.run_dir(tmp_path, nested, 7) == tmp_path / "nested" / "seed-7"
 
 
@@ -269,8 +303,12 @@ def test_a_format_1_run_reads_with_dashes():
     from t2.experiments.compare import markdown, table
 
     run = read_run(ROOT / "tests" / "fixtures" / "run_format1")  # t2 0.1: no meta, no metrics
-    assert (run.recipe, run.parameters, run.final("steps"), run.finished) == ("-", 6512, None,
-                                                                               False)  # fmt: skip
+    assert (run.recipe, run.parameters, run.final("steps"), run.finished) == (
+        "-",
+        6512,
+        None,
+        False,
+    )
     row = markdown(*table([run])).splitlines()[2]
     assert row.endswith("| 1 | 6,512 | - | - | - | - | - | - | - | - | - | - |")
 

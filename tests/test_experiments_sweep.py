@@ -42,14 +42,31 @@ def tiny(tmp_path_factory):
         root = tmp_path_factory.mktemp("sweep")
         common = {kv.split("=")[0]: yaml.safe_load(kv.split("=")[1]) for kv in TINY}
         common.pop("train.max_steps")
-        spec = {"name": "tiny", "base": "quickstart", "seeds": list(SEEDS),
-                "budget": {"max_steps": 6}, "set": common, "robustness": True, "baseline": "slow",
-                "arms": {"slow": {"set": {"train.max_lr": 1.0e-4}}, "fast": {}}}  # fmt: skip
+        spec = {
+            "name": "tiny",
+            "base": "quickstart",
+            "seeds": list(SEEDS),
+            "budget": {"max_steps": 6},
+            "set": common,
+            "robustness": True,
+            "baseline": "slow",
+            "arms": {"slow": {"set": {"train.max_lr": 1.0e-4}}, "fast": {}},
+        }
         path = root / "tiny.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
         # two runs at a time, each bound to one core: the real --jobs path
-        code, stdout = t2("sweep", path, "--out", root / "out", "--wandb", "disabled",
-                          "--jobs", "2", "--records", root / "records")  # fmt: skip
+        code, stdout = t2(
+            "sweep",
+            path,
+            "--out",
+            root / "out",
+            "--wandb",
+            "disabled",
+            "--jobs",
+            "2",
+            "--records",
+            root / "records",
+        )
         assert code == 0, stdout
         yield path, root / "out", stdout
 
@@ -68,9 +85,17 @@ def test_the_report_holds_the_runs_own_numbers(tiny):
     report = (out / "report.md").read_text()
     for (arm, seed), run in runs(out).items():
         v, res = last_valid(run), json.loads(RunDir(run).results.read_text())
-        cells = [arm, str(seed), "6", duration(res["elapsed_s"]), f"{v['valid_loss']:.4f}",
-                 f"{v['valid_bleu']:.2f}",
-                 f"{v['valid_chrf']:.2f}", f"{res['bleu']:.2f}", f"{res['chrf']:.2f}"]  # fmt: skip
+        cells = [
+            arm,
+            str(seed),
+            "6",
+            duration(res["elapsed_s"]),
+            f"{v['valid_loss']:.4f}",
+            f"{v['valid_bleu']:.2f}",
+            f"{v['valid_chrf']:.2f}",
+            f"{res['bleu']:.2f}",
+            f"{res['chrf']:.2f}",
+        ]
         assert "| " + " | ".join(cells) + " |" in report
     for arm in ("slow", "fast"):
         losses = [last_valid(out / arm / f"seed-{s}")["valid_loss"] for s in SEEDS]
@@ -84,7 +109,11 @@ def test_the_report_holds_the_runs_own_numbers(tiny):
         suite = json.loads(RunDir(run).file("robustness.json").read_text())
         control = suite["results"][0]
         assert [r["condition"] for r in suite["results"]] == [
-            "control", "shuffle_middle", "drop", "repeat"]  # fmt: skip
+            "control",
+            "shuffle_middle",
+            "drop",
+            "repeat",
+        ]
         # the suite's clean control is the run's last validation: same pairs, same weights
         assert control["loss"] == pytest.approx(last_valid(run)["valid_loss"], rel=1e-4)
 
@@ -99,12 +128,20 @@ def test_records_carry_a_sweep_to_a_machine_without_its_weights(tiny, tmp_path):
     for run in runs(out).values():
         kept = records / run.relative_to(out)
         assert sorted(p.name for p in kept.iterdir()) == [
-            "config.yaml", "meta.json", "metrics.jsonl", "results.json", "robustness.json",
-            "sweep.log", "test.hyps.txt", "test.refs.txt"]  # fmt: skip
+            "config.yaml",
+            "meta.json",
+            "metrics.jsonl",
+            "results.json",
+            "robustness.json",
+            "sweep.log",
+            "test.hyps.txt",
+            "test.refs.txt",
+        ]
         meta = json.loads(RunDir(kept).meta.read_text())
         assert meta["machine"] == describe(cuda=False, threads=1)  # --jobs 2: a core each
-    code, stdout = t2("sweep", path, "--out", tmp_path / "new", "--records", records,
-                      "--wandb", "disabled")  # fmt: skip
+    code, stdout = t2(
+        "sweep", path, "--out", tmp_path / "new", "--records", records, "--wandb", "disabled"
+    )
     assert code == 0 and "records: 4 finished runs taken from" in stdout, stdout[-3000:]
     assert "4 runs (2 arms x 2 seeds), 4 finished, 0 to train" in stdout
     tables = [(f / "report.md").read_text().split("## Arms")[1] for f in (out, tmp_path / "new")]
@@ -122,8 +159,9 @@ def test_compare_numbers_equal_the_metrics(tiny, tmp_path):
     for row, path, (arm, seed) in zip(rows, paths, keys, strict=True):
         records = read_records(RunDir(path).metrics)
         res = json.loads(RunDir(path).results.read_text())
-        assert float(row["best valid loss"]) == min(r["valid_loss"] for r in records
-                                                    if "valid_loss" in r)  # fmt: skip
+        assert float(row["best valid loss"]) == min(
+            r["valid_loss"] for r in records if "valid_loss" in r
+        )
         assert float(row["best valid BLEU"]) == max(r.get("valid_bleu", 0) for r in records)
         assert int(row["steps"]) == res["steps"] == 6 and row["stopped by"] == "max_steps"
         assert int(row["train tokens"]) == res["train_tokens"] == records[-1]["train_tokens"]
@@ -140,8 +178,11 @@ def test_an_interrupted_sweep_continues_without_retraining(tiny):
     path, out, _ = tiny
     cut = out / "slow" / "seed-2"
     before = last_valid(cut)
-    done = {p: (RunDir(p).results.stat().st_mtime_ns, RunDir(p).metrics.read_text())
-            for p in runs(out).values() if p != cut}  # fmt: skip
+    done = {
+        p: (RunDir(p).results.stat().st_mtime_ns, RunDir(p).metrics.read_text())
+        for p in runs(out).values()
+        if p != cut
+    }
     RunDir(cut).results.unlink()  # as if killed after step 3's checkpoint
     for f in RunDir(cut).checkpoint(6).iterdir():
         f.unlink()
@@ -163,8 +204,10 @@ def test_an_interrupted_sweep_continues_without_retraining(tiny):
 def test_a_failing_run_stops_the_sweep_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     path = tmp_path / "bad.yaml"
-    path.write_text("base: quickstart\nseeds: [1, 2]\nbudget: {max_steps: 2}\n"
-                    "arms: {broken: {set: {data.train: 'files:/no/such/corpus'}}}\n")  # fmt: skip
+    path.write_text(
+        "base: quickstart\nseeds: [1, 2]\nbudget: {max_steps: 2}\n"
+        "arms: {broken: {set: {data.train: 'files:/no/such/corpus'}}}\n"
+    )
     code, stdout = t2("sweep", path, "--out", tmp_path / "out", "--wandb", "disabled")
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err

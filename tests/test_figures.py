@@ -28,8 +28,7 @@ from t2.rundir import RunDir
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 PNG_HEADER = b"\x89PNG\r\n\x1a\n"
-ATTENTION_PNGS = ["attention_cross.png", "attention_decoder_self.png",
-                  "attention_encoder_self.png"]  # fmt: skip
+ATTENTION_PNGS = ["attention_cross.png", "attention_decoder_self.png", "attention_encoder_self.png"]
 
 
 def tiny_model(tiny_model_config, **overrides) -> Transformer:
@@ -152,8 +151,9 @@ def test_a_trained_toy_run_gives_every_attention_figure(toy, tmp_path, capsys):
     run, _, _ = toy  # no metrics.jsonl and no lr_find.json: those figures are left out
     out = tmp_path / "figs"
     sentence = "eins zwei haus katze sieben hund baum acht"
-    code, stdout, err = t2_figures(str(run), "--sentence", sentence, "--out", str(out),
-                                   "--positions", "50", capsys=capsys)  # fmt: skip
+    code, stdout, err = t2_figures(
+        str(run), "--sentence", sentence, "--out", str(out), "--positions", "50", capsys=capsys
+    )
     assert code == 0, err
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted([*ATTENTION_PNGS, "positional_encoding.png"])  # no temporary files
@@ -172,10 +172,15 @@ def test_errors_are_one_line(toy, tmp_path, capsys):
         "no complete checkpoint": [str(empty), "--sentence", "eins"],
         "not found": [str(tmp_path / "missing"), "--sentence", "eins"],
         "--sentence is empty": [str(run), "--sentence", "  "],
-        "is a file, not a folder": [str(run), "--sentence", "eins", "--out",
-                                    str(tmp_path / "file" / "figs")],
+        "is a file, not a folder": [
+            str(run),
+            "--sentence",
+            "eins",
+            "--out",
+            str(tmp_path / "file" / "figs"),
+        ],
         "no complete checkpoint under": [str(run), "--checkpoint", str(empty)],
-    }  # fmt: skip
+    }
     for words, args in cases.items():
         code, _, err = t2_figures(*args, capsys=capsys)
         assert code == 2 and words in err and err.count("\n") == 1, (args, err)
@@ -184,19 +189,42 @@ def test_errors_are_one_line(toy, tmp_path, capsys):
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = [
-    "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=2",
-    "model.n_decoder_layers=2", "model.dropout=0.0", "data.vocab_size=64",
-    "data.task_train_size=400", "data.task_eval_size=16", "data.max_tokens=400",
-    "train.max_steps=6", "train.log_every=1", "train.eval_every=3", "train.save_every=3",
-    "train.valid_bleu_sentences=4", "train.loader_workers=0", "train.warmup_steps=4",
-    "train.lr_find_steps=20", "decode.max_len_b=12",
-]  # fmt: skip
+    "model.d_model=32",
+    "model.n_heads=2",
+    "model.d_ff=64",
+    "model.n_encoder_layers=2",
+    "model.n_decoder_layers=2",
+    "model.dropout=0.0",
+    "data.vocab_size=64",
+    "data.task_train_size=400",
+    "data.task_eval_size=16",
+    "data.max_tokens=400",
+    "train.max_steps=6",
+    "train.log_every=1",
+    "train.eval_every=3",
+    "train.save_every=3",
+    "train.valid_bleu_sentences=4",
+    "train.loader_workers=0",
+    "train.warmup_steps=4",
+    "train.lr_find_steps=20",
+    "decode.max_len_b=12",
+]
 
 
 def train(out: Path, *extra: str) -> None:
     sets = [arg for kv in TINY for arg in ("--set", kv)]
-    cmd = [sys.executable, str(ROOT / "train.py"), "--recipe", "quickstart", "--out", str(out),
-           "--wandb", "disabled", *sets, *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "--recipe",
+        "quickstart",
+        "--out",
+        str(out),
+        "--wandb",
+        "disabled",
+        *sets,
+        *extra,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]

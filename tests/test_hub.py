@@ -37,8 +37,9 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = Path(__file__).parent / "fixtures" / "run_format1" / "tokenizer"  # 59 entries
 TINY = dict(vocab_size=59, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1)
-MODERN = dict(positional="rope", norm="rmsnorm", ffn="swiglu", norm_position="pre",
-              tie_embeddings="none")  # fmt: skip
+MODERN = dict(
+    positional="rope", norm="rmsnorm", ffn="swiglu", norm_position="pre", tie_embeddings="none"
+)
 BLEU_SIG = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
 CHRF_SIG = "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0"
 SRC = torch.tensor([[5, 9, 14, 22, 2], [7, 30, 2, 0, 0]])  # padded batch, EOS = 2
@@ -57,17 +58,36 @@ def make_run(root: Path, step: int = 3, results: bool = True, **model) -> tuple[
     torch.manual_seed(step)
     state = {"step": step, "optimizer": {}, "scheduler": {}, "rng": {}, "data": {}}
     ckpt = save_checkpoint(run, step, Transformer(cfg.model), cfg, state, keep_last=2, best=True)
-    records = [{"step": step, "loss": 2.5, "train_tokens": 123456, "elapsed_s": 90.0},
-               {"step": step, "valid_loss": 1.875, "valid_ppl": 6.52, "valid_accuracy": 0.4,
-                "valid_bleu": 17.25, "valid_chrf": 41.5, "valid_exact_match": 0.125}]  # fmt: skip
+    records = [
+        {"step": step, "loss": 2.5, "train_tokens": 123456, "elapsed_s": 90.0},
+        {
+            "step": step,
+            "valid_loss": 1.875,
+            "valid_ppl": 6.52,
+            "valid_accuracy": 0.4,
+            "valid_bleu": 17.25,
+            "valid_chrf": 41.5,
+            "valid_exact_match": 0.125,
+        },
+    ]
     run.metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
     if results:
-        write_json(run.results, {
-            "recipe": "tiny_recipe", "checkpoint": str(ckpt), "test_loss": 1.9, "bleu": 23.4567,
-            "chrf": 48.123, "bleu_signature": BLEU_SIG, "chrf_signature": CHRF_SIG,
-            "bleu_detail": "BLEU = 23.46 60.0/30.0/20.0/10.0 (BP = 1.000 ratio = 1.000)",
-            "exact_match": 0.25, "n_sentences": 40, "beam_size": 4,
-        })  # fmt: skip
+        write_json(
+            run.results,
+            {
+                "recipe": "tiny_recipe",
+                "checkpoint": str(ckpt),
+                "test_loss": 1.9,
+                "bleu": 23.4567,
+                "chrf": 48.123,
+                "bleu_signature": BLEU_SIG,
+                "chrf_signature": CHRF_SIG,
+                "bleu_detail": "BLEU = 23.46 60.0/30.0/20.0/10.0 (BP = 1.000 ratio = 1.000)",
+                "exact_match": 0.25,
+                "n_sentences": 40,
+                "beam_size": 4,
+            },
+        )
     return run.path, ckpt
 
 
@@ -104,8 +124,19 @@ def test_a_saved_folder_works_as_a_checkpoint_of_translate(tmp_path):
     lines = ["march 3 1999 monday", "", "june 12 2001"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     with pytest.raises(SystemExit) as exit_:
-        main(["translate", "--checkpoint", str(folder), "--input", str(tmp_path / "in.txt"),
-              "--output", str(tmp_path / "out.txt"), "--beam-size", "2"])  # fmt: skip
+        main(
+            [
+                "translate",
+                "--checkpoint",
+                str(folder),
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--output",
+                str(tmp_path / "out.txt"),
+                "--beam-size",
+                "2",
+            ]
+        )
     assert exit_.value.code == 0
     expected = from_pretrained(folder).translate(lines, DecodeConfig(beam_size=2))
     assert (tmp_path / "out.txt").read_text().split("\n")[:3] == expected and expected[1] == ""
@@ -123,16 +154,32 @@ def _edit_config(folder: Path, change) -> None:  # noqa: ANN001
     (folder / "config.json").write_text(json.dumps(raw))
 
 
-@pytest.mark.parametrize(("tamper", "message"), [
-    (_tamper_shape, r"src_embed\.weight: \(60, 16\) in the checkpoint, \(59, 16\) in the model"),
-    (lambda f: _edit_config(f, lambda c: c["model"].update(d_modle=8)),
-     r"unknown key in section 'model' 'd_modle'; valid keys: .*d_model"),
-    (lambda f: _edit_config(f, lambda c: c.update(extra=1)), r"unknown keys extra; valid keys"),
-    (lambda f: _edit_config(f, lambda c: c.update(t2_format=2)),
-     r"format 2 \(t2 0\.2\.0\); this t2 .* reads format 1 to 1"),
-    (lambda f: (f / "tokenizer.json").unlink(), r"lacks tokenizer\.json; pass a folder written"),
-    (lambda f: (f / WEIGHTS).write_bytes(b"not safetensors"), r"cannot read .*model\.safetensors"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("tamper", "message"),
+    [
+        (
+            _tamper_shape,
+            r"src_embed\.weight: \(60, 16\) in the checkpoint, \(59, 16\) in the model",
+        ),
+        (
+            lambda f: _edit_config(f, lambda c: c["model"].update(d_modle=8)),
+            r"unknown key in section 'model' 'd_modle'; valid keys: .*d_model",
+        ),
+        (lambda f: _edit_config(f, lambda c: c.update(extra=1)), r"unknown keys extra; valid keys"),
+        (
+            lambda f: _edit_config(f, lambda c: c.update(t2_format=2)),
+            r"format 2 \(t2 0\.2\.0\); this t2 .* reads format 1 to 1",
+        ),
+        (
+            lambda f: (f / "tokenizer.json").unlink(),
+            r"lacks tokenizer\.json; pass a folder written",
+        ),
+        (
+            lambda f: (f / WEIGHTS).write_bytes(b"not safetensors"),
+            r"cannot read .*model\.safetensors",
+        ),
+    ],
+)
 def test_a_tampered_or_incompatible_folder_fails_in_one_line(tmp_path, tamper, message):
     run, _ = make_run(tmp_path)
     folder = save_run(run, tmp_path / "saved")
@@ -173,13 +220,20 @@ def test_the_hub_environment_variables_reach_the_loader(tmp_path):
     """The same through HF_HUB_OFFLINE and HF_HUB_CACHE themselves, in a fresh process."""
     run, _ = make_run(tmp_path)
     cache_repo(save_run(run, tmp_path / "saved"), "me/tiny", tmp_path / "cache")
-    code = ("from t2.cli import run_main; from t2.hub import from_pretrained as f; "
-            "print(f('me/tiny').model.cfg.d_model, flush=True); "
-            "run_main(lambda: f('me/absent'))")  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "cache"),
-           "OMP_NUM_THREADS": "1"}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=120)  # fmt: skip
+    code = (
+        "from t2.cli import run_main; from t2.hub import from_pretrained as f; "
+        "print(f('me/tiny').model.cfg.d_model, flush=True); "
+        "run_main(lambda: f('me/absent'))"
+    )
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(tmp_path / "cache"),
+        "OMP_NUM_THREADS": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
     assert done.returncode == 2 and done.stdout == "16\n"
     assert done.stderr.count("\n") == 1 and "me/absent" in done.stderr, done.stderr
     assert str(tmp_path / "cache") in done.stderr
@@ -187,9 +241,15 @@ def test_the_hub_environment_variables_reach_the_loader(tmp_path):
 
 def test_the_model_card_holds_the_runs_own_numbers_and_signatures(tmp_path):
     run, ckpt = make_run(tmp_path)
-    scores = {"bleu": 30.125, "chrf": 55.5, "bleu_signature": BLEU_SIG + "|x",
-              "chrf_signature": CHRF_SIG + "|y", "testset": "a.de -> a.en", "n_sentences": 7,
-              "decode": {"beam_size": 5, "lenpen": 1.5, "stopping": "exact"}}  # fmt: skip
+    scores = {
+        "bleu": 30.125,
+        "chrf": 55.5,
+        "bleu_signature": BLEU_SIG + "|x",
+        "chrf_signature": CHRF_SIG + "|y",
+        "testset": "a.de -> a.en",
+        "n_sentences": 7,
+        "decode": {"beam_size": 5, "lenpen": 1.5, "stopping": "exact"},
+    }
     eval_folder(ckpt, "a").mkdir()
     (eval_folder(ckpt, "a") / "scores.json").write_text(json.dumps(scores))
     card = (save_run(run, tmp_path / "saved", "me/tiny") / "README.md").read_text()
@@ -197,14 +257,22 @@ def test_the_model_card_holds_the_runs_own_numbers_and_signatures(tmp_path):
     assert "- translation\n" in card and "metrics:\n- bleu\n- chrf\n---" in card
     total = count_parameters(original(ckpt))["total"]
     assert f"**{total:,} parameters**" in card and "# tiny_recipe: de→en" in card
-    for text in ("BLEU **23.46**, chrF **48.12**", f"BLEU signature: `{BLEU_SIG}`",
-                 f"chrF signature: `{CHRF_SIG}`", "40 sentences), decoded with search=beam, "
-                 "beam_size=4, stopping=heuristic, lenpen=0.6, length_norm=length",
-                 "BLEU **30.12**, chrF **55.50**",
-                 f"`{BLEU_SIG}|x`", "beam_size=5, stopping=exact, lenpen=1.5",
-                 "| bleu | 17.25 |", "- Steps: 3.", "- Target tokens trained on: 123,456.",
-                 'from_pretrained("me/tiny")', "| exact_match | 0.25 |",
-                 "- Training time: 1.5 minutes."):  # fmt: skip
+    for text in (
+        "BLEU **23.46**, chrF **48.12**",
+        f"BLEU signature: `{BLEU_SIG}`",
+        f"chrF signature: `{CHRF_SIG}`",
+        "40 sentences), decoded with search=beam, "
+        "beam_size=4, stopping=heuristic, lenpen=0.6, length_norm=length",
+        "BLEU **30.12**, chrF **55.50**",
+        f"`{BLEU_SIG}|x`",
+        "beam_size=5, stopping=exact, lenpen=1.5",
+        "| bleu | 17.25 |",
+        "- Steps: 3.",
+        "- Target tokens trained on: 123,456.",
+        'from_pretrained("me/tiny")',
+        "| exact_match | 0.25 |",
+        "- Training time: 1.5 minutes.",
+    ):
         assert text in card, text
 
 
@@ -266,7 +334,12 @@ def test_push_saves_with_a_card_and_uploads_through_the_hub_api(tmp_path):
     assert api.calls[0][2]["private"] is True and api.calls[0][2]["exist_ok"] is True
     assert api.calls[1][2]["commit_message"] == "t2 0.2.0: run"
     assert sorted(p.name for p in (tmp_path / "remote").iterdir()) == [
-        "README.md", "config.json", WEIGHTS, "tokenizer.json", "tokenizer_config.json"]  # fmt: skip
+        "README.md",
+        "config.json",
+        WEIGHTS,
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     assert BLEU_SIG in (tmp_path / "remote" / "README.md").read_text()
     assert torch.equal(logits(from_pretrained(tmp_path / "remote").model), logits(original(ckpt)))
     api.remote = tmp_path / "remote2"
@@ -283,8 +356,10 @@ def test_push_without_a_token_or_with_a_bad_repo_id_fails_in_one_line(
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    for repo, message in (("me/tiny", "t2 push needs a Hugging Face token with write access"),
-                          ("tiny", "'tiny' has no owner; pass owner/name")):  # fmt: skip
+    for repo, message in (
+        ("me/tiny", "t2 push needs a Hugging Face token with write access"),
+        ("tiny", "'tiny' has no owner; pass owner/name"),
+    ):
         with pytest.raises(SystemExit) as exit_:
             main(["push", str(run), repo])
         err = capsys.readouterr().err
@@ -332,6 +407,7 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     run, _ = make_run(tmp_path)
     loaded = from_pretrained(save_run(run, tmp_path / "saved"))
     with Progress(3, "translate", "sentences") as progress:
-        TorchEngine(loaded.model, loaded.tokenizer).translate(["a", "", "b", "c"], loaded.decode,
-                                                           progress)  # fmt: skip
+        TorchEngine(loaded.model, loaded.tokenizer).translate(
+            ["a", "", "b", "c"], loaded.decode, progress
+        )
     assert progress.n == 3 and "translate: 3/3 sentences in " in capsys.readouterr().err

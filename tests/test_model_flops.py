@@ -28,9 +28,17 @@ def counted(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, backward: 
 @pytest.mark.parametrize("positional", POSITIONAL.names())
 def test_forward_flops_equal_the_counted_matmuls(tiny_model_config, ffn, positional):
     torch.manual_seed(0)
-    cfg = tiny_model_config(d_model=32, n_heads=4, d_ff=96, ffn=ffn, positional=positional,
-                            n_encoder_layers=2, n_decoder_layers=3, vocab_size=50,
-                            attention="math")  # fmt: skip
+    cfg = tiny_model_config(
+        d_model=32,
+        n_heads=4,
+        d_ff=96,
+        ffn=ffn,
+        positional=positional,
+        n_encoder_layers=2,
+        n_decoder_layers=3,
+        vocab_size=50,
+        attention="math",
+    )
     model = Transformer(cfg).eval()
     s, t, batch = 7, 5, 3
     src, tgt = torch.randint(3, 50, (batch, s)), torch.randint(3, 50, (batch, t))

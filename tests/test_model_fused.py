@@ -67,8 +67,9 @@ def test_rms_norm_bf16_input_keeps_dtype_and_float32_accuracy():
     w = torch.rand(64) + 0.5
     out = rms_norm(x.requires_grad_(), w.requires_grad_(), 1e-6)
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.float(), plain_rms_norm(x.detach().float(), w.detach()),
-                               atol=1e-2, rtol=1e-2)  # fmt: skip
+    torch.testing.assert_close(
+        out.float(), plain_rms_norm(x.detach().float(), w.detach()), atol=1e-2, rtol=1e-2
+    )
 
 
 def test_rotate_qk_rotates_queries_and_keys_and_copies_values():
@@ -172,8 +173,10 @@ def test_gated_projection_under_bf16_autocast_matches_within_bf16_tolerance():
     linear = torch.nn.Linear(64, 32, bias=True)
     a, b = torch.randn(4, 64), torch.randn(4, 64)
     results = []
-    for fn in (lambda x, y: gated_projection(x, y, linear, F.silu),
-               lambda x, y: linear(F.silu(x) * y)):  # fmt: skip
+    for fn in (
+        lambda x, y: gated_projection(x, y, linear, F.silu),
+        lambda x, y: linear(F.silu(x) * y),
+    ):
         linear.zero_grad()
         with torch.autocast("cpu", torch.bfloat16):
             x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
@@ -252,8 +255,9 @@ def test_a_compiled_v2_model_gives_the_uncompiled_loss_and_gradients(tiny_model_
     from t2.model.transformer import Transformer
 
     torch.manual_seed(0)
-    cfg = tiny_model_config(positional="rope", norm="rmsnorm", ffn="swiglu", norm_position="pre",
-                            dropout=0.0)  # fmt: skip
+    cfg = tiny_model_config(
+        positional="rope", norm="rmsnorm", ffn="swiglu", norm_position="pre", dropout=0.0
+    )
     model = Transformer(cfg).train()
     src, tgt = torch.randint(4, cfg.vocab_size, (3, 7)), torch.randint(4, cfg.vocab_size, (3, 5))
 

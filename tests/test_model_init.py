@@ -20,9 +20,13 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 def test_embedding_and_learned_position_variances(tiny_model_config, embedding_init, variance):
     torch.manual_seed(0)
     cfg = tiny_model_config(
-        vocab_size=2000, d_model=64, n_heads=4, positional="learned", tie_embeddings="none",
+        vocab_size=2000,
+        d_model=64,
+        n_heads=4,
+        positional="learned",
+        tie_embeddings="none",
         embedding_init=embedding_init,
-    )  # fmt: skip
+    )
     model = Transformer(cfg)
     for w in (model.src_embed.weight[1:], model.tgt_embed.weight, model.output.weight):
         assert w.std().item() == pytest.approx(math.sqrt(variance), rel=0.02)  # 128k samples

@@ -115,8 +115,12 @@ def test_flash_attn_falls_back_to_sdpa_off_cuda(monkeypatch, installed):
 
 def _enabled_backends() -> set[str]:
     cuda = torch.backends.cuda
-    flags = {"flash": cuda.flash_sdp_enabled(), "efficient": cuda.mem_efficient_sdp_enabled(),
-             "cudnn": cuda.cudnn_sdp_enabled(), "math": cuda.math_sdp_enabled()}  # fmt: skip
+    flags = {
+        "flash": cuda.flash_sdp_enabled(),
+        "efficient": cuda.mem_efficient_sdp_enabled(),
+        "cudnn": cuda.cudnn_sdp_enabled(),
+        "math": cuda.math_sdp_enabled(),
+    }
     return {name for name, on in flags.items() if on}
 
 
@@ -129,10 +133,13 @@ def _cuda_kernel(masked: bool, enabled: set[str]) -> str:
     raise AssertionError(f"no kernel enabled: {enabled}")
 
 
-@pytest.mark.parametrize(("kernel", "expected"), [
-    ("sdpa", {"encoder self": "efficient", "decoder self": "flash", "cross": "efficient"}),
-    ("sdpa_cudnn", {"encoder self": "cudnn", "decoder self": "cudnn", "cross": "cudnn"}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kernel", "expected"),
+    [
+        ("sdpa", {"encoder self": "efficient", "decoder self": "flash", "cross": "efficient"}),
+        ("sdpa_cudnn", {"encoder self": "cudnn", "decoder self": "cudnn", "cross": "cudnn"}),
+    ],
+)
 def test_on_cuda_each_attention_takes_a_kernel_without_per_shape_plans(
     monkeypatch, tiny_model_config, kernel, expected
 ):

@@ -56,9 +56,12 @@ def test_loss_is_float32_for_bf16_logits():
 
 def reference(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(
-        logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD,
-        label_smoothing=smoothing, reduction="sum",
-    )  # fmt: skip
+        logits.float().flatten(0, 1),
+        target.flatten(),
+        ignore_index=PAD,
+        label_smoothing=smoothing,
+        reduction="sum",
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -66,7 +69,7 @@ def reference(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> t
 def test_training_path_gives_the_reference_loss_and_gradient(dtype, smoothing, monkeypatch):
     """Blocks of 7 tokens over 3 x 10 tokens: several blocks, the last one partial, padding
     in the middle of a block; the gradient scaled as train_step scales the loss."""
-    monkeypatch.setattr("t2.model.loss.CHUNK_ROWS", 7)
+    monkeypatch.setattr("t2.model.loss_blocks.CHUNK_ROWS", 7)
     torch.manual_seed(0)
     logits = (3 * torch.randn(3, 10, 50)).to(dtype)
     target = torch.randint(1, 50, (3, 10))
@@ -111,8 +114,10 @@ def test_training_path_keeps_one_gradient_in_the_logits_dtype():
     logits = torch.randn(4, 8, 100).bfloat16().requires_grad_()
     target = torch.randint(1, 100, (4, 8))
     sizes = {}
-    for name, fn in (("ours", lambda: smoothed_cross_entropy(logits, target, PAD, 0.1)[0]),
-                     ("reference", lambda: reference(logits, target, 0.1))):  # fmt: skip
+    for name, fn in (
+        ("ours", lambda: smoothed_cross_entropy(logits, target, PAD, 0.1)[0]),
+        ("reference", lambda: reference(logits, target, 0.1)),
+    ):
         saved = []
         with torch.autograd.graph.saved_tensors_hooks(
             lambda t, saved=saved: saved.append(t.numel() * t.element_size()) or t, lambda t: t
@@ -147,9 +152,12 @@ def test_training_path_ignores_a_pad_id_outside_the_vocabulary():
     loss.backward()
     theirs = logits.clone().requires_grad_()
     expected = torch.nn.functional.cross_entropy(
-        theirs.flatten(0, 1), target.flatten(), ignore_index=-100, label_smoothing=0.1,
+        theirs.flatten(0, 1),
+        target.flatten(),
+        ignore_index=-100,
+        label_smoothing=0.1,
         reduction="sum",
-    )  # fmt: skip
+    )
     expected.backward()
     assert n.item() == 7
     torch.testing.assert_close(loss, expected)
@@ -197,8 +205,12 @@ def test_training_path_gradients_for_other_scales_retained_graphs_and_the_hand_o
     reference_grad = logits.clone().requires_grad_()
     smoothed_cross_entropy(reference_grad, target, PAD, 0.1)[0].backward()
     x = logits.clone().requires_grad_()
-    y = {"leaf": lambda: x, "view of a leaf": lambda: x.view(2, 5, 9),
-         "clone of a leaf": x.clone, "product": lambda: x * 1}[how]()  # fmt: skip
+    y = {
+        "leaf": lambda: x,
+        "view of a leaf": lambda: x.view(2, 5, 9),
+        "clone of a leaf": x.clone,
+        "product": lambda: x * 1,
+    }[how]()
     loss, _ = smoothed_cross_entropy(y, target, PAD, 0.1, grad_scale=0.5)
     (loss * 0.25).backward(retain_graph=True)
     torch.testing.assert_close(x.grad, 0.25 * reference_grad.grad)
@@ -238,9 +250,12 @@ def _reference_projection(hidden, weight, target, pad_id, autocast, scale):
     h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
     with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
         loss = torch.nn.functional.cross_entropy(
-            torch.nn.functional.linear(h, w).float().flatten(0, 1), target.flatten(),
-            ignore_index=pad_id, label_smoothing=0.1, reduction="sum",
-        )  # fmt: skip
+            torch.nn.functional.linear(h, w).float().flatten(0, 1),
+            target.flatten(),
+            ignore_index=pad_id,
+            label_smoothing=0.1,
+            reduction="sum",
+        )
     (loss * scale).backward()
     return loss.detach(), h.grad, w.grad
 
@@ -252,8 +267,8 @@ def test_projected_loss_gives_the_reference_loss_and_gradients(autocast, pad_id,
     id inside or outside the vocabulary; fp32 exactly, bf16 autocast within its rounding."""
     from t2.model.loss import projected_cross_entropy
 
-    monkeypatch.setattr("t2.model.loss.PROJECTION_ROWS", 8)
-    monkeypatch.setattr("t2.model.loss.CHUNK_ROWS", 3)
+    monkeypatch.setattr("t2.model.loss_blocks.PROJECTION_ROWS", 8)
+    monkeypatch.setattr("t2.model.loss_blocks.CHUNK_ROWS", 3)
     hidden, weight, target = _projection_case(pad_id)
     expected, grad_h, grad_w = _reference_projection(hidden, weight, target, pad_id, autocast, 0.1)
     h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
@@ -293,13 +308,14 @@ def test_projected_loss_holds_no_tokens_by_vocabulary_tensor(monkeypatch):
     (tokens x D and V x D), never the (tokens x vocabulary) logits or their gradient."""
     from t2.model.loss import projected_cross_entropy
 
-    monkeypatch.setattr("t2.model.loss.PROJECTION_ROWS", 8)
+    monkeypatch.setattr("t2.model.loss_blocks.PROJECTION_ROWS", 8)
     hidden = torch.randn(4, 16, 8, requires_grad=True)
     weight = torch.randn(500, 8, requires_grad=True)
     target = torch.randint(1, 500, (4, 16))
     saved = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t,
-                                                  lambda t: t):  # fmt: skip
+    with torch.autograd.graph.saved_tensors_hooks(
+        lambda t: saved.append(t.numel()) or t, lambda t: t
+    ):
         projected_cross_entropy(hidden, weight, target, PAD, 0.1)
     assert saved and max(saved) == weight.numel() < 64 * 500
 
@@ -351,8 +367,9 @@ def test_a_zero_grad_scale_is_refused_and_padding_is_masked_by_itself(projected)
     def loss_of(**kwargs):
         if projected:
             return projected_cross_entropy(h, w, target, PAD, 0.1, **kwargs)[0]
-        return smoothed_cross_entropy(torch.nn.functional.linear(h, w), target, PAD, 0.1,
-                                      **kwargs)[0]  # fmt: skip
+        return smoothed_cross_entropy(torch.nn.functional.linear(h, w), target, PAD, 0.1, **kwargs)[
+            0
+        ]
 
     expected, _, _ = _reference_projection(hidden, weight, target, PAD, False, 1.0)
     torch.testing.assert_close(loss_of(grad_scale=1e-30), expected)
@@ -369,14 +386,18 @@ def test_projected_loss_on_cuda_s_path_gives_the_reference_in_chunks(autocast, p
     from t2.model.codepath import simulated
     from t2.model.loss import projected_cross_entropy
 
-    monkeypatch.setattr("t2.model.loss.CUDA_PROJECTION_ROWS", 8)
+    monkeypatch.setattr("t2.model.loss_cuda.CUDA_PROJECTION_ROWS", 8)
     hidden, weight, target = _projection_case(pad_id)
     expected, grad_h, grad_w = _reference_projection(hidden, weight, target, pad_id, autocast, 0.1)
     h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
     saved = []
-    with simulated("cuda"), torch.autocast("cpu", torch.bfloat16, enabled=autocast), \
-            torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t,
-                                                     lambda t: t):  # fmt: skip
+    with (
+        simulated("cuda"),
+        torch.autocast("cpu", torch.bfloat16, enabled=autocast),
+        torch.autograd.graph.saved_tensors_hooks(
+            lambda t: saved.append(t.numel()) or t, lambda t: t
+        ),
+    ):
         loss, n = projected_cross_entropy(h, w, target, pad_id, 0.1, torch.tensor(0.1))
     (loss * torch.tensor(0.1)).backward()
     assert n.item() == 33 - 4 - 3 and loss.dtype == torch.float32

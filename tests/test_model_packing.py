@@ -50,8 +50,13 @@ def test_unpack_zeroes_padding_whatever_its_memory_held_and_its_gradient_packs()
     packing.unpack(x.detach()).mul_(2)  # a tensor of its own, not a view: in place is fine
 
 
-def _losses_and_grads(model: nn.Module, packs: bool, monkeypatch, autocast: bool = False,
-                      batch: tuple[torch.Tensor, ...] | None = None):  # fmt: skip
+def _losses_and_grads(
+    model: nn.Module,
+    packs: bool,
+    monkeypatch,
+    autocast: bool = False,
+    batch: tuple[torch.Tensor, ...] | None = None,
+):
     monkeypatch.setattr(Transformer, "packs", staticmethod(lambda src: packs))
     model.zero_grad()
     src, tgt_in, target = _batch() if batch is None else batch
@@ -69,8 +74,9 @@ def test_every_combination_gives_the_padded_loss_and_gradients(
     tiny_model_config, monkeypatch, positional, norm, ffn, placement
 ):
     torch.manual_seed(0)
-    cfg = tiny_model_config(positional=positional, norm=norm, ffn=ffn, norm_position=placement,
-                            tie_embeddings="none")  # fmt: skip
+    cfg = tiny_model_config(
+        positional=positional, norm=norm, ffn=ffn, norm_position=placement, tie_embeddings="none"
+    )
     model = Transformer(cfg).eval()  # no dropout: the two layouts draw different masks
     loss0, count0, grads0 = _losses_and_grads(model, False, monkeypatch)
     loss1, count1, grads1 = _losses_and_grads(model, True, monkeypatch)
@@ -83,8 +89,9 @@ def test_every_combination_gives_the_padded_loss_and_gradients(
 
 @pytest.mark.parametrize("formula_max_keys", [kernels.CPU_FORMULA_MAX_KEYS, 0])
 @pytest.mark.parametrize("kernel", ATTENTION.names())
-def test_every_attention_kernel_packs_alike_and_in_bf16(tiny_model_config, monkeypatch, kernel,
-                                                        formula_max_keys):  # fmt: skip
+def test_every_attention_kernel_packs_alike_and_in_bf16(
+    tiny_model_config, monkeypatch, kernel, formula_max_keys
+):
     """Also with PyTorch's own scaled_dot_product_attention, which `sdpa` (and `flash_attn`
     without CUDA) hand short keys on a CPU to the explicit formula instead of."""
     monkeypatch.setattr(kernels, "CPU_FORMULA_MAX_KEYS", formula_max_keys)
@@ -123,8 +130,9 @@ def test_position_wise_layers_see_only_the_real_tokens(tiny_model_config):
     assert torch.isfinite(loss) and torch.equal(model(src, tgt_in, target, 0.1)[0], clean)
 
 
-def test_padding_inside_a_target_row_stays_a_key_as_in_the_padded_layout(tiny_model_config,
-                                                                          monkeypatch):  # fmt: skip
+def test_padding_inside_a_target_row_stays_a_key_as_in_the_padded_layout(
+    tiny_model_config, monkeypatch
+):
     """The decoder's causal self-attention masks no padding: a padding position before a
     real one is an ordinary key there, so packing drops trailing padding only."""
     torch.manual_seed(0)

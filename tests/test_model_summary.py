@@ -12,8 +12,9 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 @pytest.mark.parametrize("placement", ["pre", "post"])
 def test_count_matches_formula(tiny_model_config, placement):
-    cfg = tiny_model_config(d_model=16, d_ff=32, n_encoder_layers=2, n_decoder_layers=1,
-                            norm_position=placement)  # fmt: skip
+    cfg = tiny_model_config(
+        d_model=16, d_ff=32, n_encoder_layers=2, n_decoder_layers=1, norm_position=placement
+    )
     D, F, V = 16, 32, 50  # noqa: N806
     attention = 4 * D * D + 4 * D  # q, k, v and output projections with biases
     ffn = 2 * D * F + F + D
@@ -22,9 +23,12 @@ def test_count_matches_formula(tiny_model_config, placement):
     decoder = 1 * (2 * attention + ffn + 3 * norm) + (norm if placement == "pre" else 0)
     counts = count_parameters(Transformer(cfg))
     assert counts == {
-        "embeddings": V * D, "encoder": encoder, "decoder": decoder, "other": 0,
+        "embeddings": V * D,
+        "encoder": encoder,
+        "decoder": decoder,
+        "other": 0,
         "total": V * D + encoder + decoder,
-    }  # fmt: skip
+    }
 
 
 def test_memory_estimate_scales_with_tokens(tiny_model_config):

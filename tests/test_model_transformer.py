@@ -54,8 +54,9 @@ def test_every_combination_trains(tiny_model_config, positional, norm, ffn, plac
 
 @pytest.mark.parametrize("tie", ["all", "decoder", "none"])
 @pytest.mark.parametrize("autocast", [False, True])
-def test_training_forward_gives_the_loss_and_gradients_of_the_logits(tiny_model_config, tie,
-                                                                     autocast):  # fmt: skip
+def test_training_forward_gives_the_loss_and_gradients_of_the_logits(
+    tiny_model_config, tie, autocast
+):
     """model(src, tgt_in, target) (train_step's path) equals the loss of model(src, tgt_in)'s
     logits, and every parameter gets the same gradient, for each tying of the output
     projection; in bf16 autocast within bf16's rounding."""

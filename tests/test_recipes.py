@@ -129,10 +129,17 @@ def test_a_saved_config_that_is_not_yaml_or_not_a_mapping_is_one_line():
 
 
 def test_overrides_parse_values_as_yaml():
-    raw = apply_overrides({"model": {"d_model": 512}}, [
-        "model.d_model=64", "model.dropout=0.25", "model.bias=false", "train.betas=[0.9, 0.99]",
-        "data.tokenizer=", "model.norm = rmsnorm",
-    ])  # fmt: skip
+    raw = apply_overrides(
+        {"model": {"d_model": 512}},
+        [
+            "model.d_model=64",
+            "model.dropout=0.25",
+            "model.bias=false",
+            "train.betas=[0.9, 0.99]",
+            "data.tokenizer=",
+            "model.norm = rmsnorm",
+        ],
+    )
     assert raw["model"] == {"d_model": 64, "dropout": 0.25, "bias": False, "norm": "rmsnorm"}
     assert raw["train"] == {"betas": [0.9, 0.99]} and raw["data"] == {"tokenizer": ""}
     assert load_config("base", ["model.n_heads=4"]).model.n_heads == 4
@@ -221,18 +228,35 @@ def test_recipes_ship_in_the_wheel(tmp_path):
     """A non-editable install (a wheel) carries the recipes: the package found outside the
     checkout resolves every recipe the checkout has."""
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         str(ROOT), "-w", str(tmp_path / "wheel")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            str(ROOT),
+            "-w",
+            str(tmp_path / "wheel"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = (tmp_path / "wheel").glob("t2-*.whl")
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = "import t2.recipes as r; print(r.RECIPES_DIR); print(*r.recipe_names())"
     env = {k: v for k, v in os.environ.items() if k != "T2_RECIPES"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, env={**env, "PYTHONPATH": str(site)}, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(site)},
+        check=True,
+    )
     folder, names = out.stdout.splitlines()
     assert Path(folder).is_relative_to(site)
     assert names.split() == recipe_names()

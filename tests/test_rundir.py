@@ -28,8 +28,9 @@ from t2.rundir.layout import COMPLETE, META, STATE, WEIGHTS
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-TINY = ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1,
-                   n_decoder_layers=1)  # fmt: skip
+TINY = ModelConfig(
+    vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1
+)
 FIXTURE = Path(__file__).parent / "fixtures" / "run_format1"
 PACKAGE = Path(__file__).resolve().parent.parent / "t2"
 STATE_OK = {"step": 1, "optimizer": {}, "scheduler": {}, "rng": {}, "data": {}}
@@ -131,11 +132,21 @@ def test_a_damaged_or_incomplete_training_state_is_one_clear_error(tmp_path):
         read_meta(ckpt)
 
 
-@pytest.mark.parametrize(("fmt", "message"), [
-    (FORMAT + 1, rf"format {FORMAT + 1} \(t2 9\.9\); this t2 {__version__} reads formats 1 to "
-                 rf"{FORMAT}: upgrade t2"),
-    (0, rf"format 0; this t2 {__version__} reads formats 1 to {FORMAT}: load it with the t2 9.9"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "message"),
+    [
+        (
+            FORMAT + 1,
+            rf"format {FORMAT + 1} \(t2 9\.9\); this t2 {__version__} reads formats 1 to "
+            rf"{FORMAT}: upgrade t2",
+        ),
+        (
+            0,
+            rf"format 0; this t2 {__version__} reads formats 1 to {FORMAT}: "
+            r"load it with the t2 9\.9",
+        ),
+    ],
+)
 def test_a_format_this_t2_cannot_read_names_both_versions(tmp_path, fmt, message):
     ckpt = _save(RunDir(tmp_path), 1, keep_last=1)
     meta = json.loads((ckpt / META).read_text())

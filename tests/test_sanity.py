@@ -59,14 +59,20 @@ def test_cross_product_is_every_registered_combination():
     "spec, want, label",
     [
         ("base", BASE, "base"),
-        ("positional=rope,norm=rmsnorm", Combination("rope", "rmsnorm", "relu", "post"),
-         "rope+rmsnorm"),
-        ("rmsnorm,swiglu,pre", Combination("sinusoidal", "rmsnorm", "swiglu", "pre"),
-         "rmsnorm+swiglu+pre"),
+        (
+            "positional=rope,norm=rmsnorm",
+            Combination("rope", "rmsnorm", "relu", "post"),
+            "rope+rmsnorm",
+        ),
+        (
+            "rmsnorm,swiglu,pre",
+            Combination("sinusoidal", "rmsnorm", "swiglu", "pre"),
+            "rmsnorm+swiglu+pre",
+        ),
         ("model.ffn=gelu", Combination("sinusoidal", "layernorm", "gelu", "post"), "gelu"),
         ("rope+rmsnorm+swiglu", Combination("rope", "rmsnorm", "swiglu", "post"), "v2"),
     ],
-)  # fmt: skip
+)
 def test_specs_name_combinations(spec, want, label):
     assert parse_spec(spec) == want
     assert want.label == label
@@ -148,11 +154,25 @@ def test_no_positions_is_expected_to_fail_order_tasks_only_and_must_not_pass_the
 
 def sanity(out: Path, *extra: str) -> subprocess.CompletedProcess:
     # smaller data (the pass mark is the real one): 4,000 training pairs, 300 to score
-    sets = ["data.task_train_size=4000", "data.task_eval_size=300",
-            "train.valid_bleu_sentences=300"]  # fmt: skip
-    cmd = [sys.executable, "-m", "t2", "sanity", "--only", "rmsnorm,swiglu,pre",
-           "--tasks", "copy", "--out", str(out), *(a for s in sets for a in ("--set", s)),
-           *extra]  # fmt: skip
+    sets = [
+        "data.task_train_size=4000",
+        "data.task_eval_size=300",
+        "train.valid_bleu_sentences=300",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "t2",
+        "sanity",
+        "--only",
+        "rmsnorm,swiglu,pre",
+        "--tasks",
+        "copy",
+        "--out",
+        str(out),
+        *(a for s in sets for a in ("--set", s)),
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
 
 
@@ -165,7 +185,8 @@ def test_a_combination_learns_copy_to_the_pass_mark_and_a_rerun_reads_it(tmp_pat
     with open(tmp_path / "sanity.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [(r["combination"], r["task"], r["status"]) for r in rows] == [
-        ("rmsnorm+swiglu+pre", "copy", "pass")]  # fmt: skip
+        ("rmsnorm+swiglu+pre", "copy", "pass")
+    ]
     for row in rows:
         assert row["stopped_by"] == "stop_exact_match"  # validation reached 99% ...
         assert 0 < int(row["steps"]) < 4000  # ... within the step budget

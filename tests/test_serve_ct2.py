@@ -96,8 +96,16 @@ def tiny_model(vocab_size: int, seed: int, **model) -> tuple[Transformer, list[l
     """The first of four random models whose greedy outputs on the test sources (returned
     too) are non-degenerate: at least 2 of 12 end by EOS before the length limit, and at
     least 4 differ."""
-    cfg = ModelConfig(vocab_size=vocab_size, d_model=32, n_heads=4, d_ff=64, n_encoder_layers=2,
-                      n_decoder_layers=2, dropout=0.0, **model)  # fmt: skip
+    cfg = ModelConfig(
+        vocab_size=vocab_size,
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+        **model,
+    )
     limits = [min(len(s) + GREEDY.max_len_b, cfg.max_positions - 1) for s in _SOURCES]
     for attempt in range(4):
         net = Transformer(cfg).eval()
@@ -139,8 +147,9 @@ def test_every_combination_exports_with_identical_greedy_ids(
         rope_base=(1e4, 500.0)[i % 5 // 4],
         max_positions=short_table if positional == "learned" and i % 2 else 1024,
     )
-    model, ours = tiny_model(len(tokenizer), i, positional=positional, norm=norm, ffn=ffn,
-                             norm_position=place, **options)  # fmt: skip
+    model, ours = tiny_model(
+        len(tokenizer), i, positional=positional, norm=norm, ffn=ffn, norm_position=place, **options
+    )
     engine = export_model(model, tokenizer, tmp_path, src_bos)
     assert [h[0].tokens for h in engine.search(_SOURCES, GREEDY)] == ours
     gen = torch.Generator().manual_seed(i)
@@ -166,8 +175,9 @@ def _same_log_probs(model: Transformer, engine, targets: torch.Tensor) -> None:
     tok = engine.tokenizer
     head = 1 if engine.src_bos else 0
     source = [tok.convert_ids_to_tokens(s[head:-1]) for s in _SOURCES]
-    scored = engine.translator.score_batch(source, [tok.convert_ids_to_tokens(t) for t in
-                                                    targets.tolist()])  # fmt: skip
+    scored = engine.translator.score_batch(
+        source, [tok.convert_ids_to_tokens(t) for t in targets.tolist()]
+    )
     theirs = torch.tensor([s.log_probs for s in scored], dtype=torch.float64)
     ours = _log_probs(model, targets)
     exact = _log_probs(copy.deepcopy(model).double(), targets)
@@ -184,8 +194,13 @@ def exported(toy, tmp_path_factory):
 def test_the_export_folder_holds_what_translation_needs(exported):
     run, out = exported
     names = {p.name for p in out.iterdir()}
-    assert {"model.bin", "config.json", "shared_vocabulary.json", "tokenizer.json",
-            EXPORT_META} <= names  # fmt: skip
+    assert {
+        "model.bin",
+        "config.json",
+        "shared_vocabulary.json",
+        "tokenizer.json",
+        EXPORT_META,
+    } <= names
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temp left
     meta = json.loads((out / EXPORT_META).read_text())
     cfg = Config.from_yaml((run / "config.yaml").read_text())
@@ -224,19 +239,40 @@ def test_translate_and_evaluate_commands_use_the_export(toy, exported, tmp_path,
     src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
     ref.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
     for engine, checkpoint in (("ct2", out), ("t2", run)):
-        args = ["--checkpoint", str(checkpoint), "--engine", engine, "--device", "cpu",
-                "--beam-size", "1"]  # fmt: skip
+        args = [
+            "--checkpoint",
+            str(checkpoint),
+            "--engine",
+            engine,
+            "--device",
+            "cpu",
+            "--beam-size",
+            "1",
+        ]
         with pytest.raises(SystemExit) as done:
             main(["translate", *args, "--input", str(src), "--output", str(tmp_path / engine)])
         assert done.value.code == 0
         with pytest.raises(SystemExit) as done:
-            run_script("evaluate", [*args, "--src", str(src), "--ref", str(ref), "--show", "0",
-                                    "--out", str(tmp_path / f"eval-{engine}")])  # fmt: skip
+            run_script(
+                "evaluate",
+                [
+                    *args,
+                    "--src",
+                    str(src),
+                    "--ref",
+                    str(ref),
+                    "--show",
+                    "0",
+                    "--out",
+                    str(tmp_path / f"eval-{engine}"),
+                ],
+            )
         assert done.value.code == 0
     assert (tmp_path / "ct2").read_text() == (tmp_path / "t2").read_text()
     assert (tmp_path / "ct2").read_text().split("\n")[4] == ""
-    ct2, t2 = (json.loads((tmp_path / f"eval-{e}" / "scores.json").read_text())
-               for e in ("ct2", "t2"))  # fmt: skip
+    ct2, t2 = (
+        json.loads((tmp_path / f"eval-{e}" / "scores.json").read_text()) for e in ("ct2", "t2")
+    )
     assert ct2["engine"] == "ct2" and ct2["checkpoint"] == str(out)
     for key in ("bleu", "chrf", "bleu_signature", "chrf_signature", "n_sentences"):
         assert ct2[key] == t2[key], key
@@ -260,8 +296,11 @@ def test_a_quantized_export_loads_and_translates(toy, exported, tmp_path, quant)
 
 def test_a_component_ctranslate2_cannot_express_fails_in_one_line(vocab, tmp_path, capsys):
     tokenizer, _ = vocab
-    cfg = Config(model=ModelConfig(vocab_size=len(tokenizer), d_model=16, n_heads=2, d_ff=32,
-                                   positional="alibi"))  # fmt: skip
+    cfg = Config(
+        model=ModelConfig(
+            vocab_size=len(tokenizer), d_model=16, n_heads=2, d_ff=32, positional="alibi"
+        )
+    )
     run = write_run(tmp_path / "run", Transformer(cfg.model), cfg, tokenizer)
     with pytest.raises(ExportError, match=r"model.positional='alibi' has no CTranslate2 equiv"):
         export_run(run, tmp_path / "out")
@@ -302,15 +341,30 @@ def test_workers_decode_batches_at_once_with_the_same_output(toy, exported, tmp_
     one, two = open_engine(out, "ct2"), open_engine(out, "ct2", workers=2)
     assert (one.translator.num_translators, two.translator.num_translators) == (1, 2)
     sentences = [s for s, _ in toy_pairs(120, 31)]
-    for decode in (DecodeConfig(beam_size=1, batch_size=16),
-                   DecodeConfig(beam_size=4, lenpen=0.6, batch_size=16, nbest=2)):  # fmt: skip
+    for decode in (
+        DecodeConfig(beam_size=1, batch_size=16),
+        DecodeConfig(beam_size=4, lenpen=0.6, batch_size=16, nbest=2),
+    ):
         assert two.translate_nbest(sentences, decode) == one.translate_nbest(sentences, decode)
     src = tmp_path / "test.de"
     src.write_text("".join(s + "\n" for s in sentences[:20]), encoding="utf-8")
     written = {}
     for workers in ("1", "2"):
-        args = ["translate", "--checkpoint", str(out), "--engine", "ct2", "--device", "cpu",
-                "--batch-size", "4", "--workers", workers, "--input", str(src)]  # fmt: skip
+        args = [
+            "translate",
+            "--checkpoint",
+            str(out),
+            "--engine",
+            "ct2",
+            "--device",
+            "cpu",
+            "--batch-size",
+            "4",
+            "--workers",
+            workers,
+            "--input",
+            str(src),
+        ]
         with pytest.raises(SystemExit) as done:
             main([*args, "--output", str(tmp_path / workers)])
         assert done.value.code == 0
@@ -333,9 +387,11 @@ def test_a_batch_decodes_as_its_sentences_do_alone_at_their_own_limits(exported)
     engine = open_engine(out, "ct2")
     src_ids = encode_source(engine.tokenizer, [s for s, _ in toy_pairs(24, 8)], False)
     short = {"max_len_a": 0.5, "max_len_b": 1}
-    for decode in (DecodeConfig(beam_size=1, **short),
-                   DecodeConfig(beam_size=4, nbest=4, lenpen=0.6, **short),
-                   DecodeConfig(beam_size=4, nbest=2, lenpen=0.0, **short)):  # fmt: skip
+    for decode in (
+        DecodeConfig(beam_size=1, **short),
+        DecodeConfig(beam_size=4, nbest=4, lenpen=0.6, **short),
+        DecodeConfig(beam_size=4, nbest=2, lenpen=0.0, **short),
+    ):
         limits = engine.limits(src_ids, decode)
         assert len(set(limits)) > 2  # the batch mixes limits
         batch = engine.search(src_ids, decode)
@@ -353,15 +409,24 @@ def test_beam_search_without_a_length_penalty_keeps_each_sentences_own_limit(voc
     decoded to its longest limit may return a short hypothesis where, alone at its own
     limit, beams ended there by force would rank higher: such sentences go again."""
     tokenizer, _ = vocab
-    cfg = ModelConfig(vocab_size=len(tokenizer), d_model=32, n_heads=4, d_ff=64,
-                      n_encoder_layers=2, n_decoder_layers=2, dropout=0.0)  # fmt: skip
+    cfg = ModelConfig(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.0,
+    )
     net = Transformer(cfg).eval()
     randomise(net, 3, 1.0)
     plant_eos(net, 3, share=0.3)
     engine = export_model(net, tokenizer, tmp_path, False)
     gen = torch.Generator().manual_seed(5)
-    sources = [torch.randint(4, len(tokenizer), (int(n),), generator=gen).tolist() + [2]
-               for n in torch.randint(1, 16, (96,), generator=gen)]  # fmt: skip
+    sources = [
+        torch.randint(4, len(tokenizer), (int(n),), generator=gen).tolist() + [2]
+        for n in torch.randint(1, 16, (96,), generator=gen)
+    ]
     decode = DecodeConfig(beam_size=4, nbest=2, lenpen=0.0, max_len_a=0.5, max_len_b=0)
     for start in range(0, len(sources), 32):
         rows = sources[start : start + 32]

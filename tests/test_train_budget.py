@@ -71,8 +71,9 @@ def _sampler(ds: datasets.Dataset, rank: int, world: int, accumulate: int) -> Ba
 def _steps(ds, samplers, accumulate: int, n: int, workers: int = 0):
     """n optimizer steps of every process: per step, the count of rank 0's TargetTokens
     and the non-padding target tokens of all the micro-batches really handed out."""
-    loaders = [Batches(make_loader(ds, s, 0, workers if r == 0 else 0))
-               for r, s in enumerate(samplers)]  # fmt: skip
+    loaders = [
+        Batches(make_loader(ds, s, 0, workers if r == 0 else 0)) for r, s in enumerate(samplers)
+    ]
     counter = TargetTokens(samplers[0], [len(x) for x in ds["tgt_ids"]])
     for _ in range(n):
         micro = [next(b) for b in loaders for _ in range(accumulate)]
@@ -154,8 +155,15 @@ def test_the_time_left_is_the_nearest_limit():
 @pytest.fixture(scope="module")
 def token_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("budget") / "tokens"
-    train(out, *_sets("train.max_steps=1000", f"train.max_train_tokens={BUDGET}",
-                      "train.eval_every=1000", "train.save_every=1000"))  # fmt: skip
+    train(
+        out,
+        *_sets(
+            "train.max_steps=1000",
+            f"train.max_train_tokens={BUDGET}",
+            "train.eval_every=1000",
+            "train.save_every=1000",
+        ),
+    )
     return out
 
 
@@ -186,9 +194,17 @@ def test_a_token_budget_stops_the_run_and_every_record_carries_the_counters(toke
 @pytest.mark.slow
 def test_two_arms_with_one_token_budget_see_the_same_tokens(token_run, tmp_path):
     other = tmp_path / "swiglu_rmsnorm"
-    train(other, *_sets("train.max_steps=1000", f"train.max_train_tokens={BUDGET}",
-                        "train.eval_every=1000", "train.save_every=1000", "model.ffn=swiglu",
-                        "model.norm=rmsnorm"))  # fmt: skip
+    train(
+        other,
+        *_sets(
+            "train.max_steps=1000",
+            f"train.max_train_tokens={BUDGET}",
+            "train.eval_every=1000",
+            "train.save_every=1000",
+            "model.ffn=swiglu",
+            "model.norm=rmsnorm",
+        ),
+    )
     a, b = _assert_stopped_at_the_token_budget(other, BUDGET), results(token_run)
     assert (a["steps"], a["train_tokens"]) == (b["steps"], b["train_tokens"])
     assert a["test_loss"] != b["test_loss"]  # two models indeed
@@ -196,8 +212,10 @@ def test_two_arms_with_one_token_budget_see_the_same_tokens(token_run, tmp_path)
 
 @pytest.mark.slow
 def test_a_resumed_run_continues_its_token_budget(token_run, tmp_path):
-    run, sets = tmp_path / "resumed", ["train.max_steps=1000", "train.eval_every=1000",
-                                       "train.save_every=1000"]  # fmt: skip
+    run, sets = (
+        tmp_path / "resumed",
+        ["train.max_steps=1000", "train.eval_every=1000", "train.save_every=1000"],
+    )
     shutil.copytree(token_run, run)
     saved, state = results(token_run), load_training_state(RunDir(token_run).latest())
     assert state["train_tokens"] == saved["train_tokens"] and state["elapsed_s"] > 0
@@ -224,8 +242,15 @@ def test_a_resumed_run_continues_its_token_budget(token_run, tmp_path):
 @pytest.mark.slow
 def test_a_minutes_budget_stops_the_run(tmp_path):
     out = tmp_path / "minutes"
-    train(out, *_sets("train.max_steps=100000", "train.max_minutes=0.002",
-                      "train.eval_every=1000", "train.save_every=1000"))  # fmt: skip
+    train(
+        out,
+        *_sets(
+            "train.max_steps=100000",
+            "train.max_minutes=0.002",
+            "train.eval_every=1000",
+            "train.save_every=1000",
+        ),
+    )
     res = results(out)
     assert res["stopped_by"] == "max_minutes" and 0 < res["steps"] < 100000
     assert res["elapsed_s"] >= 0.12  # 0.002 minutes
@@ -233,12 +258,26 @@ def test_a_minutes_budget_stops_the_run(tmp_path):
     assert any(r["step"] == res["steps"] and "valid_loss" in r for r in read_metrics(out))
 
 
-COPY = ["model.d_model=64", "model.n_heads=4", "model.d_ff=128", "data.task_train_size=2000",
-        "data.task_eval_size=32", "data.max_tokens=600", "train.max_steps=400",
-        "train.log_every=20", "train.eval_every=10", "train.save_every=1000",
-        "train.valid_bleu_sentences=32", "train.warmup_steps=20", "train.max_lr=5e-3",
-        "train.label_smoothing=0", "data.train=task:copy", "data.valid=task:copy",
-        "data.test=task:copy", "train.stop_exact_match=0.5"]  # fmt: skip
+COPY = [
+    "model.d_model=64",
+    "model.n_heads=4",
+    "model.d_ff=128",
+    "data.task_train_size=2000",
+    "data.task_eval_size=32",
+    "data.max_tokens=600",
+    "train.max_steps=400",
+    "train.log_every=20",
+    "train.eval_every=10",
+    "train.save_every=1000",
+    "train.valid_bleu_sentences=32",
+    "train.warmup_steps=20",
+    "train.max_lr=5e-3",
+    "train.label_smoothing=0",
+    "data.train=task:copy",
+    "data.valid=task:copy",
+    "data.test=task:copy",
+    "train.stop_exact_match=0.5",
+]
 
 
 @pytest.mark.slow
@@ -260,17 +299,29 @@ def test_an_exact_match_target_stops_the_run_at_the_first_validation_that_meets_
 def test_two_processes_count_the_tokens_of_both_and_stop_together(tmp_path):
     """The count is global: 2 processes stop where 1 process accumulating 2 does, with the
     same tokens; and on the main process's clock, at a logged step, without a deadlock."""
-    sets = _sets("train.max_steps=1000", f"train.max_train_tokens={2 * BUDGET}",
-                 "train.eval_every=1000", "train.save_every=1000")  # fmt: skip
+    sets = _sets(
+        "train.max_steps=1000",
+        f"train.max_train_tokens={2 * BUDGET}",
+        "train.eval_every=1000",
+        "train.save_every=1000",
+    )
     train(tmp_path / "ddp", *sets, launcher=TORCHRUN)
     train(tmp_path / "acc", *sets, "--set", "train.accumulate=2")
     ddp, acc = results(tmp_path / "ddp"), results(tmp_path / "acc")
     assert ddp["stopped_by"] == "max_train_tokens"
     assert (ddp["steps"], ddp["train_tokens"]) == (acc["steps"], acc["train_tokens"])
     clock = tmp_path / "clock"
-    train(clock, *_sets("train.max_steps=100000", "train.max_minutes=0.002",
-                        "train.log_every=2", "train.eval_every=1000",
-                        "train.save_every=1000"), launcher=TORCHRUN)  # fmt: skip
+    train(
+        clock,
+        *_sets(
+            "train.max_steps=100000",
+            "train.max_minutes=0.002",
+            "train.log_every=2",
+            "train.eval_every=1000",
+            "train.save_every=1000",
+        ),
+        launcher=TORCHRUN,
+    )
     res = results(clock)
     assert res["stopped_by"] == "max_minutes" and res["steps"] % 2 == 0
 
@@ -287,8 +338,9 @@ def test_wandb_group_job_type_and_name_come_from_the_config(tmp_path):
     init_wandb(default, Config(), "quickstart", tmp_path / "qs-seed1", "offline")
     assert (default.args["group"], default.args["name"]) == ("quickstart", "qs-seed1")
     assert "job_type" not in default.args
-    cfg = Config(train=TrainConfig(wandb_group="sweep", wandb_job_type="rope",
-                                   wandb_name="rope-seed2"))  # fmt: skip
+    cfg = Config(
+        train=TrainConfig(wandb_group="sweep", wandb_job_type="rope", wandb_name="rope-seed2")
+    )
     init_wandb(chosen, cfg, "quickstart", tmp_path / "qs-seed1", "offline")
     got = [chosen.args[k] for k in ("group", "job_type", "name")]
     assert got == ["sweep", "rope", "rope-seed2"]

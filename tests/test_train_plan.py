@@ -36,9 +36,14 @@ def gpu(gib: float) -> Device:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("80GiB", 80 * GIB), ("16GB", 16 * 10**9), ("24000 MiB", 24000 * 2**20), ("1024", 1024),
-     ("1.5gib", int(1.5 * GIB))],
-)  # fmt: skip
+    [
+        ("80GiB", 80 * GIB),
+        ("16GB", 16 * 10**9),
+        ("24000 MiB", 24000 * 2**20),
+        ("1024", 1024),
+        ("1.5gib", int(1.5 * GIB)),
+    ],
+)
 def test_memory_sizes_parse(text: str, size: int) -> None:
     assert parse_size(text) == size
 
@@ -133,8 +138,19 @@ def test_out_of_memory_names_the_planned_and_free_memory_and_the_intact_checkpoi
 
 
 def test_the_dry_run_plans_for_a_device_and_prints_a_recipe_of_plain_numbers(tmp_path) -> None:
-    cmd = [sys.executable, "-m", "t2", "train", "--recipe", "base", "--dry-run",
-           "--device-memory", "16GiB", "--processes", "8"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "t2",
+        "train",
+        "--recipe",
+        "base",
+        "--dry-run",
+        "--device-memory",
+        "16GiB",
+        "--processes",
+        "8",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, check=True)
     raw = yaml.safe_load(out.stdout)
     assert (raw["data"]["max_tokens"], raw["train"]["accumulate"]) == (3125, 1)
@@ -142,11 +158,13 @@ def test_the_dry_run_plans_for_a_device_and_prints_a_recipe_of_plain_numbers(tmp
     saved = tmp_path / "planned.yaml"
     saved.write_text(out.stdout)
     assert Config.from_dict(yaml.safe_load(saved.read_text())).data.max_tokens == 3125
-    bad = subprocess.run([*cmd[:-4], "--device-memory", "lots"], capture_output=True,
-                         text=True, env=ENV, cwd=ROOT)  # fmt: skip
+    bad = subprocess.run(
+        [*cmd[:-4], "--device-memory", "lots"], capture_output=True, text=True, env=ENV, cwd=ROOT
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "80GiB" in bad.stderr
-    alone = subprocess.run([*cmd[:6], "--processes", "8"], capture_output=True, text=True,
-                           env=ENV, cwd=ROOT)  # fmt: skip
+    alone = subprocess.run(
+        [*cmd[:6], "--processes", "8"], capture_output=True, text=True, env=ENV, cwd=ROOT
+    )
     assert alone.returncode == 2 and "plan a --dry-run" in alone.stderr
 
 

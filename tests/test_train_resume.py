@@ -23,8 +23,13 @@ from t2.rundir.resume import resume_point
 
 # 12 steps, a checkpoint and a validation every 3, a background loader, epochs of ~4 steps,
 # and dropout: a resumed run must draw the very same masks (TINY turns dropout off)
-LONGER = ["train.max_steps=12", "train.loader_workers=1", "data.task_train_size=200",
-          "train.valid_bleu_sentences=2", "model.dropout=0.1"]  # fmt: skip
+LONGER = [
+    "train.max_steps=12",
+    "train.loader_workers=1",
+    "data.task_train_size=200",
+    "train.valid_bleu_sentences=2",
+    "model.dropout=0.1",
+]
 KILL_IN_WRITE = """
 import os, runpy, signal, sys
 import t2.rundir.store as store
@@ -44,13 +49,24 @@ def _sets(*kv: str) -> list[str]:
 
 
 def _command(out: Path, *extra: str, python: list[str] | None = None) -> list[str]:
-    return [*(python or [sys.executable]), str(ROOT / "train.py"), "--recipe", "quickstart",
-            "--out", str(out), "--wandb", "disabled", *_sets(*TINY, *LONGER), *extra]  # fmt: skip
+    return [
+        *(python or [sys.executable]),
+        str(ROOT / "train.py"),
+        "--recipe",
+        "quickstart",
+        "--out",
+        str(out),
+        "--wandb",
+        "disabled",
+        *_sets(*TINY, *LONGER),
+        *extra,
+    ]
 
 
 def _kill_when(cmd: list[str], ready) -> None:  # noqa: ANN001  (a predicate of the seconds)
-    proc = subprocess.Popen(cmd, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     start = time.monotonic()
     while proc.poll() is None and not ready(time.monotonic() - start):
         time.sleep(0.05)
@@ -76,13 +92,19 @@ def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(tmp_path
     script.write_text(KILL_IN_WRITE)
     moments = {
         "inside the checkpoint write of step 6": lambda run: subprocess.run(
-            _command(run, python=[sys.executable, str(script)]), env=ENV, cwd=ROOT,
-            capture_output=True, timeout=300),
+            _command(run, python=[sys.executable, str(script)]),
+            env=ENV,
+            cwd=ROOT,
+            capture_output=True,
+            timeout=300,
+        ),
         "between checkpoints, after step 8 was logged": lambda run: _kill_when(
-            _command(run), lambda seconds: _logged_step(run) >= 8 or seconds > 300),
+            _command(run), lambda seconds: _logged_step(run) >= 8 or seconds > 300
+        ),
         f"at a random moment ({at:.1f} s of {seconds:.1f} s)": lambda run: _kill_when(
-            _command(run), lambda seconds: seconds > at),
-    }  # fmt: skip
+            _command(run), lambda seconds: seconds > at
+        ),
+    }
     for i, (moment, kill) in enumerate(moments.items()):
         run = tmp_path / f"killed{i}"
         kill(run)
@@ -101,12 +123,26 @@ def test_two_processes_resumed_on_one_accumulating_two_match_two_throughout(tmp_
     """The data position is global: 1 process x accumulate 2 takes the very batches that 2
     processes had left, in the same steps, and with dropout on the same masks: a batch's
     random draws follow its place in the global list, not the process (ShapedBatch.seed)."""
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc-per-node", "2"]  # fmt: skip
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+    ]
     # dropout on, and the batch plan's auto keys: 2 processes plan 2 x 1 x 400 tokens; one
     # process resumed keeps the 400-token micro-batch and plans accumulate 2
-    sets = ("--set", "model.dropout=0.1", "--set", "data.max_tokens=auto",
-            "--set", "train.accumulate=auto", "--set", "train.global_batch=800")  # fmt: skip
+    sets = (
+        "--set",
+        "model.dropout=0.1",
+        "--set",
+        "data.max_tokens=auto",
+        "--set",
+        "train.accumulate=auto",
+        "--set",
+        "train.global_batch=800",
+    )
     ddp = train(tmp_path / "ddp", *sets, launcher=torchrun)
     assert "batch plan: 2 processes x 1 micro-batch x 400 tokens" in ddp.stdout
     saved = yaml.safe_load((tmp_path / "ddp" / "config.yaml").read_text())
@@ -183,8 +219,9 @@ def test_a_second_run_in_a_held_folder_is_refused_until_the_holder_ends(tmp_path
     the folder, and a holder killed with SIGKILL releases it (the kernel drops the lock)."""
     run = tmp_path / "run"
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    first = subprocess.Popen(_command(run, "--set", "train.max_steps=100000"), env=ENV,
-                             cwd=ROOT, **quiet)  # fmt: skip
+    first = subprocess.Popen(
+        _command(run, "--set", "train.max_steps=100000"), env=ENV, cwd=ROOT, **quiet
+    )
     deadline = time.monotonic() + 120
     while not _held(run / ".lock"):
         assert first.poll() is None and time.monotonic() < deadline
@@ -225,23 +262,31 @@ def test_a_preempted_run_saves_its_step_and_resumes_to_the_uninterrupted_log(tmp
     (fake / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "requeued"}\n')
     (fake / "scontrol").chmod(0o755)
     every = ["--set", "train.log_every=4"]
-    full = subprocess.run(_command(tmp_path / "full", *every), env=ENV, cwd=ROOT,
-                          capture_output=True, text=True)  # fmt: skip
+    full = subprocess.run(
+        _command(tmp_path / "full", *every), env=ENV, cwd=ROOT, capture_output=True, text=True
+    )
     assert full.returncode == 0, full.stderr[-2000:]
     for name in ("SIGUSR1", "SIGTERM"):  # SIGTERM last: that run is resumed
-        env = {**ENV, "T2_SIGNAL_STEP": "5", "T2_SIGNAL": name, "SLURM_JOB_ID": "4242",
-               "PATH": f"{fake}:{ENV['PATH']}"}  # fmt: skip
+        env = {
+            **ENV,
+            "T2_SIGNAL_STEP": "5",
+            "T2_SIGNAL": name,
+            "SLURM_JOB_ID": "4242",
+            "PATH": f"{fake}:{ENV['PATH']}",
+        }
         run = tmp_path / name
         python = [sys.executable, "-c", SIGNAL_AT_STEP]
-        cut = subprocess.run(_command(run, *every, python=python), env=env, cwd=ROOT,
-                             capture_output=True, text=True)  # fmt: skip
+        cut = subprocess.run(
+            _command(run, *every, python=python), env=env, cwd=ROOT, capture_output=True, text=True
+        )
         signum = getattr(signal, name)
         assert cut.returncode == 128 + signum and cut.stderr.count("\n") == 1, cut.stderr
         assert f"{name} at step 5: checkpoint" in cut.stderr and "--resume" in cut.stderr
         assert RunDir(run).latest().name == "step-0000005"
     assert (tmp_path / "requeued").read_text() == "requeue 4242\n"  # SIGUSR1's only
-    again = subprocess.run(_command(run, *every, "--resume"), env=ENV, cwd=ROOT,
-                           capture_output=True, text=True)  # fmt: skip
+    again = subprocess.run(
+        _command(run, *every, "--resume"), env=ENV, cwd=ROOT, capture_output=True, text=True
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert_same_log(losses(run), losses(tmp_path / "full"))
     want, got = final_weights(tmp_path / "full"), final_weights(run)

@@ -22,20 +22,42 @@ from t2.train.tracking import read_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = [
-    "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
-    "model.n_decoder_layers=1", "model.dropout=0.0", "data.vocab_size=64",
-    "data.task_train_size=400", "data.task_eval_size=16", "data.max_tokens=400",
-    "train.max_steps=6", "train.log_every=1", "train.eval_every=3", "train.save_every=3",
-    "train.valid_bleu_sentences=4", "train.loader_workers=0", "train.warmup_steps=4",
+    "model.d_model=32",
+    "model.n_heads=2",
+    "model.d_ff=64",
+    "model.n_encoder_layers=1",
+    "model.n_decoder_layers=1",
+    "model.dropout=0.0",
+    "data.vocab_size=64",
+    "data.task_train_size=400",
+    "data.task_eval_size=16",
+    "data.max_tokens=400",
+    "train.max_steps=6",
+    "train.log_every=1",
+    "train.eval_every=3",
+    "train.save_every=3",
+    "train.valid_bleu_sentences=4",
+    "train.loader_workers=0",
+    "train.warmup_steps=4",
     "decode.max_len_b=12",
-]  # fmt: skip
+]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def train(out: Path, *extra: str, launcher: list[str] | None = None, check: bool = True):
     sets = [arg for kv in TINY for arg in ("--set", kv)]
-    cmd = [*(launcher or [sys.executable]), str(ROOT / "train.py"), "--recipe", "quickstart",
-           "--out", str(out), "--wandb", "disabled", *sets, *extra]  # fmt: skip
+    cmd = [
+        *(launcher or [sys.executable]),
+        str(ROOT / "train.py"),
+        "--recipe",
+        "quickstart",
+        "--out",
+        str(out),
+        "--wandb",
+        "disabled",
+        *sets,
+        *extra,
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
@@ -64,8 +86,14 @@ def assert_same_log(got: list[tuple[int, float]], want: list[tuple[int, float]])
 
 @pytest.mark.slow
 def test_two_processes_equal_one_process_accumulating_two(tmp_path):
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc-per-node", "2"]  # fmt: skip
+    launcher = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+    ]
     train(tmp_path / "ddp", launcher=launcher)
     train(tmp_path / "acc", "--set", "train.accumulate=2")
     ddp, acc = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "acc")
@@ -79,8 +107,14 @@ def test_two_processes_equal_one_process_accumulating_two(tmp_path):
 @pytest.mark.parametrize("log_every", [1, 4])  # 4: the checkpoint at step 3 is mid-interval
 def test_a_resumed_run_matches_an_uninterrupted_one(tmp_path, log_every):
     # background prefetch must not skip data; with dropout, the same masks must be drawn
-    sets = ("--set", "train.loader_workers=1", "--set", f"train.log_every={log_every}",
-            "--set", "model.dropout=0.1")  # fmt: skip
+    sets = (
+        "--set",
+        "train.loader_workers=1",
+        "--set",
+        f"train.log_every={log_every}",
+        "--set",
+        "model.dropout=0.1",
+    )
     train(tmp_path / "full", *sets)
     train(tmp_path / "cut", *sets, "--set", "train.max_steps=3")
     train(tmp_path / "cut", *sets, "--resume")
@@ -170,8 +204,14 @@ def test_a_bad_test_split_fails_before_training_not_after(tmp_path):
 @pytest.mark.slow
 def test_non_finite_steps_stop_the_run_even_when_logging_more_often(tmp_path):
     out = tmp_path / "run"  # log_every=1 < max_nonfinite=3: the count must outlive a log
-    sets = ["train.max_lr=1.0e30", "train.warmup_steps=1", "train.max_nonfinite=3",
-            "train.max_steps=30", "train.save_every=100", "train.eval_every=100"]  # fmt: skip
+    sets = [
+        "train.max_lr=1.0e30",
+        "train.warmup_steps=1",
+        "train.max_nonfinite=3",
+        "train.max_steps=30",
+        "train.save_every=100",
+        "train.eval_every=100",
+    ]
     result = train(out, *[a for kv in sets for a in ("--set", kv)], check=False)
     assert result.returncode == 2 and "3 non-finite losses in a row" in result.stderr, (
         result.stderr[-2000:]
@@ -185,8 +225,16 @@ def test_non_finite_steps_stop_the_run_even_when_logging_more_often(tmp_path):
 def test_a_compiled_run_traces_one_graph_for_all_bucket_shapes_and_trains_as_eager(tmp_path):
     """train.compile=true with 3 bucket shapes over ~2 epochs: one graph (symbolic batch and
     length), logged flat at every step, a line saying so, and the losses of the eager run."""
-    sets = ["--set", "data.max_shapes=3", "--set", "train.max_steps=20",
-            "--set", "train.eval_every=20", "--set", "train.save_every=20"]  # fmt: skip
+    sets = [
+        "--set",
+        "data.max_shapes=3",
+        "--set",
+        "train.max_steps=20",
+        "--set",
+        "train.eval_every=20",
+        "--set",
+        "train.save_every=20",
+    ]
     train(tmp_path / "eager", *sets)
     done = train(
         tmp_path / "compiled",
@@ -217,8 +265,15 @@ def test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy(tmp_path, tiny_
     assert copied.read_bytes() == (tmp_path / "first" / "tokenizer" / "tokenizer.json").read_bytes()
     shutil.rmtree(tmp_path / "first")
     cmd = [sys.executable, "-m", "t2", "translate", "--checkpoint", str(tmp_path / "second")]
-    done = subprocess.run(cmd, input="april 11 1981 wednesday\n", capture_output=True,
-                          text=True, env=ENV, cwd=tmp_path, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        cmd,
+        input="april 11 1981 wednesday\n",
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stderr[-2000:]
 
 
@@ -247,9 +302,15 @@ def test_a_nan_validation_is_never_the_best_and_the_stop_message_is_true(tmp_pat
     """train.max_lr=1e6: validations turn NaN; no checkpoint with a NaN validation is marked
     best, and the one-line stop names the best checkpoint only if there is one."""
     out = tmp_path / "run"
-    sets = ["train.max_lr=1.0e6", "train.warmup_steps=1", "train.max_nonfinite=6",
-            "train.max_steps=40", "train.save_every=2", "train.eval_every=2",
-            "train.keep_last=40"]  # fmt: skip
+    sets = [
+        "train.max_lr=1.0e6",
+        "train.warmup_steps=1",
+        "train.max_nonfinite=6",
+        "train.max_steps=40",
+        "train.save_every=2",
+        "train.eval_every=2",
+        "train.keep_last=40",
+    ]
     result = train(out, *[a for kv in sets for a in ("--set", kv)], check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
     validations = {r["step"]: r["valid_loss"] for r in read_metrics(out) if "valid_loss" in r}

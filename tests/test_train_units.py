@@ -17,9 +17,14 @@ from t2.train.optim import build_optimizer, build_scheduler, param_groups, peak_
 from t2.train.step import StepStats, train_step
 
 TINY = ModelConfig(
-    vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1,
+    vocab_size=40,
+    d_model=16,
+    n_heads=2,
+    d_ff=32,
+    n_encoder_layers=1,
+    n_decoder_layers=1,
     dropout=0.0,
-)  # fmt: skip
+)
 
 
 def lrs(cfg: TrainConfig, d_model: int, steps: int) -> list[float]:
@@ -152,9 +157,12 @@ def test_bf16_train_step_gives_the_reference_loss_and_gradients(monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         logits = reference(b["src"], b["tgt_in"])
     loss = torch.nn.functional.cross_entropy(
-        logits.float().flatten(0, 1), b["tgt_out"].flatten(), ignore_index=0,
-        label_smoothing=0.1, reduction="sum",
-    )  # fmt: skip
+        logits.float().flatten(0, 1),
+        b["tgt_out"].flatten(),
+        ignore_index=0,
+        label_smoothing=0.1,
+        reduction="sum",
+    )
     tokens = b["tgt_out"].ne(0).sum()
     (loss / tokens).backward()
     assert stats.loss.item() == pytest.approx(loss.item(), rel=1e-5)

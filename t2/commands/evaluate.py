@@ -14,17 +14,19 @@ from t2.commands.options import (
     check_out_folder,
     decode_changes,
     default_device,
-)  # fmt: skip
+)
 
 HELP = "translate a test set and score it with sacreBLEU (BLEU, chrF, signatures)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--checkpoint", required=True, metavar="TARGET",
+        "--checkpoint",
+        required=True,
+        metavar="TARGET",
         help="a run directory (its best checkpoint), a checkpoint, an exported folder (hf or "
         "ct2) or a Hugging Face Hub repo id (owner/name)",
-    )  # fmt: skip
+    )
     parser.add_argument("--src", help="source file, one sentence a line")
     parser.add_argument("--ref", help="reference file aligned with --src")
     parser.add_argument(
@@ -49,9 +51,18 @@ def run(args: argparse.Namespace) -> None:
         check_out_folder(args.out)
     device = default_device(args.device)
     opts = EvalOptions(
-        checkpoint=args.checkpoint, src=args.src, ref=args.ref, testsets=tuple(args.testset),
-        langpair=args.langpair, decode=decode_changes(args), average_last=args.average_last,
-        out=args.out, show=args.show, device=device, engine=args.engine,
-        precision=args.precision, workers=args.workers,
-    )  # fmt: skip
+        checkpoint=args.checkpoint,
+        src=args.src,
+        ref=args.ref,
+        testsets=tuple(args.testset),
+        langpair=args.langpair,
+        decode=decode_changes(args),
+        average_last=args.average_last,
+        out=args.out,
+        show=args.show,
+        device=device,
+        engine=args.engine,
+        precision=args.precision,
+        workers=args.workers,
+    )
     evaluate(opts)

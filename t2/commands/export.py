@@ -25,16 +25,21 @@ HELP = "export a trained model as a Hugging Face (hf) or CTranslate2 (ct2) folde
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="a run directory (its best checkpoint) or a checkpoint")
     parser.add_argument(
-        "--format", default="ct2", metavar="{hf,ct2}",
+        "--format",
+        default="ct2",
+        metavar="{hf,ct2}",
         help="a registered export format: hf, a Hugging Face model folder; ct2, CTranslate2 "
         "(default); another name fails listing the registered ones",
-    )  # fmt: skip
+    )
     parser.add_argument("--out", required=True, help="the folder to write")
     add_export_options(parser)  # each format's own options (t2.formats.options)
     parser.add_argument(
-        "--average-last", type=int, default=0, metavar="N",
+        "--average-last",
+        type=int,
+        default=0,
+        metavar="N",
         help="export the average of the last N checkpoints (the paper used 5)",
-    )  # fmt: skip
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -42,6 +47,7 @@ def run(args: argparse.Namespace) -> None:
 
     check_out_folder(args.out)
     options = export_options(args)
-    folder = export(args.checkpoint, args.format, args.out, average_last=args.average_last,
-                    **options)  # fmt: skip
+    folder = export(
+        args.checkpoint, args.format, args.out, average_last=args.average_last, **options
+    )
     print(f"exported {args.checkpoint} to {folder} ({args.format})")

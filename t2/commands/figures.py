@@ -17,17 +17,23 @@ HELP = "draw a run's figures: positional encoding, attention maps, LR finder, cu
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory of t2 train")
-    parser.add_argument("--sentence", help="source text to draw attention for (default: the "
-                        "first source sentence of the run's validation split)")  # fmt: skip
+    parser.add_argument(
+        "--sentence",
+        help="source text to draw attention for (default: the "
+        "first source sentence of the run's validation split)",
+    )
     parser.add_argument("--out", help="folder to write into (default: RUN_DIR/figures)")
     parser.add_argument(
-        "--checkpoint", metavar="best|latest|PATH",
+        "--checkpoint",
+        metavar="best|latest|PATH",
         help="which weights: the best (default), the latest, or a checkpoint folder",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--positions", type=int, metavar="N",
+        "--positions",
+        type=int,
+        metavar="N",
         help="positions in the positional-encoding figure (default 100)",
-    )  # fmt: skip
+    )
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
 
 
@@ -37,7 +43,10 @@ def run(args: argparse.Namespace) -> None:
     if args.out:
         check_out_folder(args.out)
     given = {k: getattr(args, k) for k in ("sentence", "out", "checkpoint", "positions")}
-    opts = FigureOptions(args.run_dir, device=default_device(args.device),
-                         **{k: v for k, v in given.items() if v is not None})  # fmt: skip
+    opts = FigureOptions(
+        args.run_dir,
+        device=default_device(args.device),
+        **{k: v for k, v in given.items() if v is not None},
+    )
     for path in write_figures(opts):
         print(path)

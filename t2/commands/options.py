@@ -20,9 +20,13 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     """--recipe NAME and repeatable --set section.key=value, shared by the entry scripts."""
     parser.add_argument("--recipe", required=True, help=f"one of: {', '.join(recipe_names())}")
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
         help="override a config key, e.g. --set model.norm=rmsnorm (repeatable)",
-    )  # fmt: skip
+    )
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser, nbest: bool) -> None:
@@ -31,9 +35,12 @@ def add_decode_arguments(parser: argparse.ArgumentParser, nbest: bool) -> None:
     group = parser.add_argument_group("decoding (each overrides the run's decode.* key)")
     add_section_arguments(group, DecodeConfig, skip=() if nbest else ("nbest",))
     parser.add_argument(
-        "--average-last", type=int, default=0, metavar="N",
+        "--average-last",
+        type=int,
+        default=0,
+        metavar="N",
         help="average the weights of the last N checkpoints first (the paper used 5)",
-    )  # fmt: skip
+    )
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
 
 
@@ -45,22 +52,27 @@ def decode_changes(args: argparse.Namespace) -> dict[str, Any]:
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """--precision, --workers and the optional --engine, shared by evaluate and translate."""
     parser.add_argument(
-        "--engine", choices=engine_names(),
+        "--engine",
+        choices=engine_names(),
         help="optional: the folder says which engine translates (t2 for runs and hf "
         "folders, CTranslate2 for ct2 exports); given, it is checked against the folder",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--precision", choices=PRECISIONS,
+        "--precision",
+        choices=PRECISIONS,
         help="compute type of decoding (default: as stored: float32 for t2, the export's type "
         "for ct2). bfloat16 is faster on GPUs and on CPUs with AVX-512 BF16 or AMX and may "
         "change a few outputs (docs/serving.md); float16 is for GPUs",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--workers", type=int, default=1, metavar="N",
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
         help="ct2 exports only: decode N batches at once, each by one CTranslate2 worker with "
         "its share of the threads (its inter_threads; default 1). On a CPU, one worker per "
         "core decodes faster than one worker with every core (docs/serving.md)",
-    )  # fmt: skip
+    )
 
 
 def default_device(choice: str | None) -> str:

@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> None:
 
     if args.out:
         check_out_folder(args.out)
-    url = push(args.checkpoint, args.repo_id, private=args.private, message=args.message,
-               out=args.out)  # fmt: skip
+    url = push(
+        args.checkpoint, args.repo_id, private=args.private, message=args.message, out=args.out
+    )
     print(f"pushed {args.checkpoint} to {args.repo_id}: {url}")

@@ -54,8 +54,10 @@ def run(args: argparse.Namespace) -> None:
     for path in args.checkpoint:
         opened = open_model(path, device=device)
         if opened.model is None:
-            raise ConfigError(f"{path} is a {opened.kind} export; the suite needs t2's model: "
-                              f"pass the run it came from")  # fmt: skip
+            raise ConfigError(
+                f"{path} is a {opened.kind} export; the suite needs t2's model: "
+                f"pass the run it came from"
+            )
         model, cfg, tokenizer, ckpt = opened.model, opened.cfg, opened.tokenizer, opened.path
         name = f"{RunDir.of(ckpt).path.name}/{ckpt.name}" if opened.kind == "run" else ckpt.name
         label = f"{name} ({cfg.model.positional})"
@@ -66,8 +68,13 @@ def run(args: argparse.Namespace) -> None:
         )
     width = None if sys.stdout.isatty() else 60 + 40 * len(results)  # pipes: no folding
     Console(width=width).print(side_by_side(results))
-    report = {"src": args.src, "ref": args.ref, "n_sentences": len(sources), "seed": args.seed,
-              "results": to_json(results)}  # fmt: skip
+    report = {
+        "src": args.src,
+        "ref": args.ref,
+        "n_sentences": len(sources),
+        "seed": args.seed,
+        "results": to_json(results),
+    }
     with atomic_text(args.out) as f:
         f.write(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -21,25 +21,40 @@ HELP = "train every component combination on report 002's toy tasks; a table of 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--only", nargs="+", metavar="SPEC",
+        "--only",
+        nargs="+",
+        metavar="SPEC",
         help="combinations: base, v2, positional=rope,norm=rmsnorm or rope,pre (axes not "
         "named keep base's value)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--cross", action="store_true", help="every positional x norm x ffn x norm_position"
     )
     parser.add_argument("--tasks", help="comma-separated tasks (default: copy,reverse,sort,sum)")
     parser.add_argument("--all", action="store_true", help="add fake_dates and polynomial")
-    parser.add_argument("--out", type=Path, default=Path("runs/sanity"),
-                        help="folder of the runs and the table (default: runs/sanity)")  # fmt: skip
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        "--out",
+        type=Path,
+        default=Path("runs/sanity"),
+        help="folder of the runs and the table (default: runs/sanity)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
         help="override a config key of every run, e.g. --set data.task_train_size=5000",
-    )  # fmt: skip
-    parser.add_argument("--wandb", choices=["online", "offline", "disabled"], default="disabled",
-                        help="W&B logging mode of each run (default disabled)")  # fmt: skip
-    parser.add_argument("--list", action="store_true",
-                        help="print the trainings the options select, and stop")  # fmt: skip
+    )
+    parser.add_argument(
+        "--wandb",
+        choices=["online", "offline", "disabled"],
+        default="disabled",
+        help="W&B logging mode of each run (default disabled)",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="print the trainings the options select, and stop"
+    )
 
 
 def plan(args: argparse.Namespace) -> tuple[list, list[str]]:

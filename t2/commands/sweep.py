@@ -43,24 +43,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--report-only", action="store_true", help="train nothing; report the finished runs"
     )
     mode.add_argument(
-        "--plan", action="store_true",
+        "--plan",
+        action="store_true",
         help="the seeds per arm that detect the sweep file's detect: difference at 80%% power "
         "(from finished runs, else after a pilot of the baseline's first two seeds)",
-    )  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=1, metavar="N",
-                        help="runs at once, each pinned to its share (default 1)")  # fmt: skip
-    parser.add_argument("--runs-per-gpu", type=int, default=1, metavar="K",
-                        help="with GPUs: runs sharing one GPU (default 1)")  # fmt: skip
+    )
     parser.add_argument(
-        "--wandb", choices=["online", "offline", "disabled"], default="offline",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="runs at once, each pinned to its share (default 1)",
+    )
+    parser.add_argument(
+        "--runs-per-gpu",
+        type=int,
+        default=1,
+        metavar="K",
+        help="with GPUs: runs sharing one GPU (default 1)",
+    )
+    parser.add_argument(
+        "--wandb",
+        choices=["online", "offline", "disabled"],
+        default="offline",
         help="W&B mode of every run (default offline: no account needed)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--records", metavar="DIR",
+        "--records",
+        metavar="DIR",
         help="keep each finished run's records (config, metrics, results, test outputs; no "
         "weights) in DIR with the report, and take finished runs back from it: a folder to "
         "commit, or to carry to the next machine",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--rule-changed",
         action="store_true",

@@ -20,14 +20,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_recipe_arguments(parser)
     parser.add_argument("--out", type=Path, help="run directory (default: runs/RECIPE)")
     parser.add_argument(
-        "--resume", nargs="?", const="latest", metavar="STEP|CHECKPOINT",
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="STEP|CHECKPOINT",
         help="continue from the latest checkpoint, or from the one of STEP or at CHECKPOINT "
-             "(the later ones are set aside as checkpoints/.abandoned-step-N)",
-    )  # fmt: skip
+        "(the later ones are set aside as checkpoints/.abandoned-step-N)",
+    )
     parser.add_argument(
-        "--wandb", choices=["online", "offline", "disabled"], default="offline",
+        "--wandb",
+        choices=["online", "offline", "disabled"],
+        default="offline",
         help="W&B logging mode (default offline: no account needed)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -39,9 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--dry-run: plan for a GPU of this memory (e.g. 80GiB, 16GB), present or not",
     )
     parser.add_argument(
-        "--processes", type=int, default=1, metavar="N",
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
         help="--dry-run: plan for N processes (GPUs) in all (default 1)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--lr-find", action="store_true", help="learning-rate range test (Smith 2015) and stop"
     )
@@ -53,8 +61,10 @@ def run(args: argparse.Namespace) -> None:
 
     cfg = load_config(args.recipe, args.overrides)
     if (args.device_memory or args.processes != 1) and not args.dry_run:
-        raise ConfigError("--device-memory and --processes plan a --dry-run; a training run "
-                          "plans for the device and processes it has")  # fmt: skip
+        raise ConfigError(
+            "--device-memory and --processes plan a --dry-run; a training run "
+            "plans for the device and processes it has"
+        )
     if args.processes < 1:
         raise ConfigError(f"--processes must be at least 1, got {args.processes}")
     if args.dry_run:

@@ -20,7 +20,7 @@ from t2.commands.options import (
     add_engine_arguments,
     decode_changes,
     default_device,
-)  # fmt: skip
+)
 from t2.errors import DataError
 
 HELP = "translate standard input or a file line by line (n-best in Moses format)"
@@ -28,10 +28,12 @@ HELP = "translate standard input or a file line by line (n-best in Moses format)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--checkpoint", required=True, metavar="TARGET",
+        "--checkpoint",
+        required=True,
+        metavar="TARGET",
         help="a run directory (its best checkpoint), a checkpoint, an exported folder (hf or "
         "ct2) or a Hugging Face Hub repo id (owner/name)",
-    )  # fmt: skip
+    )
     parser.add_argument("--input", help="file to translate (default: standard input)")
     parser.add_argument("--output", help="file to write (default: standard output)")
     add_decode_arguments(parser, nbest=True)
@@ -47,9 +49,14 @@ def run(args: argparse.Namespace) -> None:
     if args.output and not Path(args.output).parent.is_dir():
         raise DataError(f"output folder of {args.output} not found; create it or pass another")
     device = default_device(args.device)
-    opened = open_model(args.checkpoint, average_last=args.average_last, device=device,
-                        precision=args.precision, workers=args.workers,
-                        engine=args.engine)  # fmt: skip
+    opened = open_model(
+        args.checkpoint,
+        average_last=args.average_last,
+        device=device,
+        precision=args.precision,
+        workers=args.workers,
+        engine=args.engine,
+    )
     engine = opened.engine
     decode = opened.cfg.decode.updated(**decode_changes(args))  # checked again
     with contextlib.ExitStack() as stack:

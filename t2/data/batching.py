@@ -83,8 +83,10 @@ class BatchSampler:
         self.epoch, self.position = 0, 0
         self._cache: tuple[int, list[np.ndarray]] | None = None
         if not 0 <= rank < world_size or self.step_batches % world_size:
-            raise DataError(f"rank {rank}, world size {world_size} and {step_batches} batches "
-                            f"per step do not fit together")  # fmt: skip
+            raise DataError(
+                f"rank {rank}, world size {world_size} and {step_batches} batches "
+                f"per step do not fit together"
+            )
         if len(self.sizes) == 0:
             raise DataError("no pairs to batch; check the data source and filters")
         if max_tokens <= 0 and batch_size <= 0:
@@ -109,8 +111,15 @@ class BatchSampler:
         src = padding_optimal_cuts(self.src, MOST_BOUNDARIES, m)
         tgt = padding_optimal_cuts(self.tgt, MOST_BOUNDARIES, m)
         for k in range(min(len(src), len(tgt)), 0, -1):
-            layout = cells(self.src, self.tgt, src[k - 1], tgt[k - 1], self.max_tokens,
-                           self.rows_multiple, None)  # fmt: skip
+            layout = cells(
+                self.src,
+                self.tgt,
+                src[k - 1],
+                tgt[k - 1],
+                self.max_tokens,
+                self.rows_multiple,
+                None,
+            )
             if len(shapes(layout)) <= self.max_shapes or k == 1:
                 return src[k - 1], tgt[k - 1]
         raise AssertionError("unreachable")
@@ -167,8 +176,10 @@ class BatchSampler:
     def shapes(self, epoch: int = 0) -> set[tuple[int, int, int]]:
         """The distinct (rows, source length, target length) of the epoch's padded batches."""
         batches, lengths = self._epoch(epoch)
-        return {(len(b), *(ls or (int(self.src[b].max()), int(self.tgt[b].max()))))
-                for b, ls in zip(batches, lengths, strict=True)}  # fmt: skip
+        return {
+            (len(b), *(ls or (int(self.src[b].max()), int(self.tgt[b].max()))))
+            for b, ls in zip(batches, lengths, strict=True)
+        }
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch`; a restored position within the same epoch is kept."""
@@ -193,11 +204,16 @@ class BatchSampler:
     def plan(self) -> dict[str, Any]:
         """What fixes the global list of batches; a resume must find the same."""
         digest = hashlib.sha256(self.sizes.tobytes() + self.min_sizes.astype(np.int64).tobytes())
-        return {"train.seed": self.seed, "data.max_tokens": self.max_tokens,
-                "data.batch_size": self.batch_size, "data.max_shapes": self.max_shapes,
-                "data.pad_multiple": self.rows_multiple,
-                "data.length_multiple": self.length_multiple, "pairs": len(self.sizes),
-                "lengths": digest.hexdigest()[:16]}  # fmt: skip
+        return {
+            "train.seed": self.seed,
+            "data.max_tokens": self.max_tokens,
+            "data.batch_size": self.batch_size,
+            "data.max_shapes": self.max_shapes,
+            "data.pad_multiple": self.rows_multiple,
+            "data.length_multiple": self.length_multiple,
+            "pairs": len(self.sizes),
+            "lengths": digest.hexdigest()[:16],
+        }
 
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "position": self.position, "plan": self.plan()}

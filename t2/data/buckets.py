@@ -82,8 +82,10 @@ def cells(
     order = np.argsort(key, kind="stable")
     found, starts = np.unique(key[order], return_index=True)
     groups = np.split(order, starts[1:])
-    members = {(int(k) // len(tgt_cuts), int(k) % len(tgt_cuts)): g for k, g in
-               zip(found, groups, strict=True)}  # fmt: skip
+    members = {
+        (int(k) // len(tgt_cuts), int(k) % len(tgt_cuts)): g
+        for k, g in zip(found, groups, strict=True)
+    }
     keys = sorted(members, key=lambda c: (max(src_cuts[c[0]], tgt_cuts[c[1]]), c))
     out = []
     for n, (i, j) in enumerate(keys):

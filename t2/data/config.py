@@ -83,10 +83,12 @@ class DataConfig(Section):
                     f"data.{split}={getattr(self, split)!r} is not a data source; "
                     f"valid forms: hf:NAME/CONFIG, files:PREFIX, task:NAME"
                 )
-        self._at_least(1, "max_tokens_per_sentence", "num_proc", "task_train_size",
-                       "task_eval_size")  # fmt: skip
-        self._at_least(0, "min_frequency", "max_length_ratio", "batch_size", "max_train_pairs",
-                       "max_shapes")  # fmt: skip
+        self._at_least(
+            1, "max_tokens_per_sentence", "num_proc", "task_train_size", "task_eval_size"
+        )
+        self._at_least(
+            0, "min_frequency", "max_length_ratio", "batch_size", "max_train_pairs", "max_shapes"
+        )
         self._at_least(1, "pad_multiple", "length_multiple")
         count_or_auto(self, "max_tokens", 0)
         if self.max_tokens == 0 and self.batch_size == 0:

@@ -84,8 +84,9 @@ def load_pairs(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
         ds = ds.select(range(cfg.max_train_pairs))
     print(report.line(), flush=True)
     if report.kept == 0:
-        raise DataError(f"data.{split}={getattr(cfg, split)} has no pairs left after cleaning; "
-                        f"check the source")  # fmt: skip
+        raise DataError(
+            f"data.{split}={getattr(cfg, split)} has no pairs left after cleaning; check the source"
+        )
     flat = ds.flatten_indices().select_columns(["src", "tgt"])
 
     def fill(tmp: Path) -> None:
@@ -127,9 +128,11 @@ def tokenizer_digest(tokenizer: PreTrainedTokenizerFast) -> str:
 
 
 def _encode_batch(
-    batch: dict[str, list[str]], tokenizer: PreTrainedTokenizerFast, src_bos: bool,
+    batch: dict[str, list[str]],
+    tokenizer: PreTrainedTokenizerFast,
+    src_bos: bool,
     progress: Progress | None = None,
-) -> dict[str, list]:  # fmt: skip
+) -> dict[str, list]:
     """src_ids = [bos?] tokens [eos]; tgt_ids = [bos] tokens [eos]; lengths beside them."""
     if progress is not None:  # in this process only (num_proc 1): a log file's lines
         progress.update(len(batch["src"]))
@@ -166,8 +169,11 @@ def encode_pairs(
     procs, total = map_procs(ds, cfg.num_proc), len(ds)
     # datasets draws the terminal's bar; in a log file, plain lines from t2.progress instead
     progress = Progress(total, f"encode {split}", "pairs", bar=False)
-    kwargs = {"tokenizer": tokenizer, "src_bos": cfg.src_bos,
-              "progress": progress if procs is None else None}  # fmt: skip
+    kwargs = {
+        "tokenizer": tokenizer,
+        "src_bos": cfg.src_bos,
+        "progress": progress if procs is None else None,
+    }
     with progress, datasets_bars(on_terminal()):
         encode = functools.partial(
             ds.map,

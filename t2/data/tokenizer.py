@@ -52,9 +52,13 @@ def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int, min_frequency: int, split_digits: bool, out_dir: Path,
+    texts: Iterable[str],
+    vocab_size: int,
+    min_frequency: int,
+    split_digits: bool,
+    out_dir: Path,
     total: int | None = None,
-) -> PreTrainedTokenizerFast:  # fmt: skip
+) -> PreTrainedTokenizerFast:
     """Train a joint BPE on `texts` (`total` of them, if known: for the progress) and save it
     to out_dir (replaced atomically)."""
     if vocab_size <= len(SPECIALS):

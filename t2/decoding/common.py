@@ -92,9 +92,13 @@ class Scratch:
 
 
 def next_logprobs(
-    model: Transformer, last: Tensor, memory: Tensor, src_pad: Tensor, state: DecoderState,
+    model: Transformer,
+    last: Tensor,
+    memory: Tensor,
+    src_pad: Tensor,
+    state: DecoderState,
     scratch: Scratch,
-) -> Tensor:  # fmt: skip
+) -> Tensor:
     """Log-probabilities (N, V) of the next token in fp32, written into `scratch`; PAD and
     BOS are never generated."""
     logits = model.decode(last[:, None], memory, src_pad, state)[:, -1]  # (N, V)

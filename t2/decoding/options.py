@@ -36,8 +36,9 @@ class DecodeConfig(Section):
     # length: / n^lenpen (fairseq's --lenpen, transformers' length_penalty); gnmt:
     # / ((5 + n) / 6)^lenpen (Wu et al. 2016, which the paper cites), a weaker reward for
     # length. On Multi30k at alpha 0.6, length gave 33.95 BLEU and gnmt 33.59 (README)
-    length_norm: str = choice("length", "gnmt", help="divide by n^alpha or ((5+n)/6)^alpha",
-                              shapes=ANY)  # fmt: skip
+    length_norm: str = choice(
+        "length", "gnmt", help="divide by n^alpha or ((5+n)/6)^alpha", shapes=ANY
+    )
     max_len_a: float = option(1.0, "maximum output length = a * source length + b", shapes=ANY)
     max_len_b: int = option(50, "maximum output length = a * source length + b", shapes=ANY)
     batch_size: int = option(64, "sentences per decoding batch")
@@ -46,15 +47,17 @@ class DecodeConfig(Section):
     # heuristic: its best running beam, ended at the next step, would not beat the worst of
     #   them (transformers' early_stopping=False); exact: nor at the maximum length, a true
     #   bound (early_stopping="never"; slower); first_k: at once (fairseq's rule)
-    stopping: str = choice("heuristic", "exact", "first_k",
-                           help="when a sentence's beam search ends", shapes=("beam",))  # fmt: skip
+    stopping: str = choice(
+        "heuristic", "exact", "first_k", help="when a sentence's beam search ends", shapes=("beam",)
+    )
     temperature: float = option(1.0, "sample: divide log-probabilities by this", shapes=SAMPLE)
-    top_k: int = option(0, "sample: from the k most probable tokens only (0: all)",
-                        shapes=SAMPLE)  # fmt: skip
-    top_p: float = option(1.0, "sample: from the smallest set of probability >= p (nucleus)",
-                          shapes=SAMPLE)  # fmt: skip
-    seed: int = option(0, "sample: seed of the random draws (the same seed, the same output)",
-                       shapes=SAMPLE)  # fmt: skip
+    top_k: int = option(0, "sample: from the k most probable tokens only (0: all)", shapes=SAMPLE)
+    top_p: float = option(
+        1.0, "sample: from the smallest set of probability >= p (nucleus)", shapes=SAMPLE
+    )
+    seed: int = option(
+        0, "sample: seed of the random draws (the same seed, the same output)", shapes=SAMPLE
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

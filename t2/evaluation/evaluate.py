@@ -48,9 +48,13 @@ def evaluate(opts: EvalOptions) -> list[dict[str, Any]]:
     """Open the model once; translate each test set, score it with sacreBLEU, write its
     hyps.txt and scores.json (under --out, or --out/TAG when there are several sets)."""
     opened = open_model(
-        opts.checkpoint, average_last=opts.average_last, device=opts.device,
-        precision=opts.precision, workers=opts.workers, engine=opts.engine,
-    )  # fmt: skip
+        opts.checkpoint,
+        average_last=opts.average_last,
+        device=opts.device,
+        precision=opts.precision,
+        workers=opts.workers,
+        engine=opts.engine,
+    )
     sets = choose_testsets(opened.cfg, opts.src, opts.ref, opts.testsets, opts.langpair)
     reports = []
     for data in sets:

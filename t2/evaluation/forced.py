@@ -16,9 +16,11 @@ from t2.model.loss import smoothed_cross_entropy
 
 @torch.no_grad()
 def teacher_forced(
-    model: torch.nn.Module, batches: Iterable[dict[str, torch.Tensor]], pad_id: int,
+    model: torch.nn.Module,
+    batches: Iterable[dict[str, torch.Tensor]],
+    pad_id: int,
     device: torch.device | str,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Sums stay on the device over all batches (collated src, tgt_in, tgt_out); one
     synchronisation at the end."""
     loss = tokens = correct = torch.zeros((), device=device)

@@ -36,19 +36,29 @@ def slots(jobs: int, gpus: int, cores: list[int], per_gpu: int = 1) -> list[Slot
                 f"lower --jobs or raise --runs-per-gpu"
             )
         share = max(1, len(cores) // jobs)
-        return [Slot({"CUDA_VISIBLE_DEVICES": str(i // per_gpu), "OMP_NUM_THREADS": str(share)},
-                     ()) for i in range(jobs)]  # fmt: skip
+        return [
+            Slot({"CUDA_VISIBLE_DEVICES": str(i // per_gpu), "OMP_NUM_THREADS": str(share)}, ())
+            for i in range(jobs)
+        ]
     if jobs > len(cores):
         raise ConfigError(f"--jobs {jobs} is more than the {len(cores)} CPU cores; lower --jobs")
     share = len(cores) // jobs
-    return [Slot({"OMP_NUM_THREADS": str(share), "CUDA_VISIBLE_DEVICES": ""},
-                 tuple(cores[i * share : (i + 1) * share])) for i in range(jobs)]  # fmt: skip
+    return [
+        Slot(
+            {"OMP_NUM_THREADS": str(share), "CUDA_VISIBLE_DEVICES": ""},
+            tuple(cores[i * share : (i + 1) * share]),
+        )
+        for i in range(jobs)
+    ]
 
 
 def machine() -> tuple[int, list[int]]:
     """This machine's GPUs and the CPU cores this process may use."""
     import torch  # a heavy import, only when a sweep trains
 
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(
-        range(os.cpu_count() or 1))  # fmt: skip
+    cores = (
+        sorted(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else list(range(os.cpu_count() or 1))
+    )
     return torch.cuda.device_count(), cores

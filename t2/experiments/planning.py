@@ -52,17 +52,24 @@ class Plan:
             pilot = "t2 sweep FILE --plan trains a pilot (the baseline's first two seeds)"
             return f"{head}: no arm has two finished seeds to measure the seed spread; {pilot}"
         runs = self.needed * self.arms
-        cost = "" if self.run_seconds is None else (
-            f", {duration(runs * self.run_seconds)} of training at "
-            f"{duration(self.run_seconds)} a run")  # fmt: skip
+        cost = (
+            ""
+            if self.run_seconds is None
+            else (
+                f", {duration(runs * self.run_seconds)} of training at "
+                f"{duration(self.run_seconds)} a run"
+            )
+        )
         if cost and self.at_once > 1:
             rounds = -(-runs // self.at_once)
             cost += f", ~{duration(rounds * self.run_seconds)} {self.at_once} at a time"
         verdict = "enough" if self.enough else "too few to tell that difference"
-        return (f"{head}: seed spread {self.spread:.2f} BLEU (sd over {self.runs} finished "
-                f"runs, pooled over arms) -> {self.needed} seeds per arm ({runs}"
-                f" runs{cost}); the sweep gives {self.given}: {verdict}. "
-                f"{self.uncertainty()}")  # fmt: skip
+        return (
+            f"{head}: seed spread {self.spread:.2f} BLEU (sd over {self.runs} finished "
+            f"runs, pooled over arms) -> {self.needed} seeds per arm ({runs}"
+            f" runs{cost}); the sweep gives {self.given}: {verdict}. "
+            f"{self.uncertainty()}"
+        )
 
     def seeds(self, spread: float) -> int:
         """The seeds per arm that `spread` asks for, at the rule's power and level."""
@@ -74,9 +81,11 @@ class Plan:
         low, high = spread_interval(self.spread, self.df)  # type: ignore[arg-type]
         few, many = (self.seeds(x) for x in (low, high))
         more = " (a wide range: plan again when more runs have finished)" if many > 2 * few else ""
-        return (f"The spread is measured on {self.df} degree{'s' * (self.df > 1)} of freedom: "
-                f"its {SPREAD_LEVEL:.0%} interval {low:.2f} to {high:.2f} BLEU asks {few} to "
-                f"{many} seeds per arm{more}")  # fmt: skip
+        return (
+            f"The spread is measured on {self.df} degree{'s' * (self.df > 1)} of freedom: "
+            f"its {SPREAD_LEVEL:.0%} interval {low:.2f} to {high:.2f} BLEU asks {few} to "
+            f"{many} seeds per arm{more}"
+        )
 
 
 def pooled_spread(runs: dict[str, list[Run]]) -> tuple[float | None, int, int]:

@@ -37,7 +37,7 @@ def series(records: list[dict[str, Any]], x_key: str, y_key: str, scale: float) 
         for r in records
         if all(isinstance(r.get(k), (int, float)) for k in ("step", x_key, y_key))
         and math.isfinite(r[y_key])
-    ]  # fmt: skip
+    ]
     return np.array(rows, dtype=float).reshape(-1, 3)
 
 
@@ -55,8 +55,14 @@ def mean_band(curves: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def _draw(ax: Any, curves: list[np.ndarray], colour: Any, marker: str) -> None:
     if len(curves) == 1:
-        ax.plot(curves[0][:, 1], curves[0][:, 2], color=colour, marker=marker, markersize=3,
-                linewidth=1.2)  # fmt: skip
+        ax.plot(
+            curves[0][:, 1],
+            curves[0][:, 2],
+            color=colour,
+            marker=marker,
+            markersize=3,
+            linewidth=1.2,
+        )
         return
     x, mean, sd = mean_band(curves)
     ax.plot(x, mean, color=colour, marker=marker, markersize=3, linewidth=1.5)
@@ -108,6 +114,7 @@ def plot_curves(groups: dict[str, list[Path]], out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    records = {label: [read_records(RunDir(p).metrics) for p in paths]
-               for label, paths in groups.items()}  # fmt: skip
+    records = {
+        label: [read_records(RunDir(p).metrics) for p in paths] for label, paths in groups.items()
+    }
     return [p for axis in AXES if (p := _figure(records, axis, out_dir)) is not None]

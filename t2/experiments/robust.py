@@ -33,8 +33,16 @@ def suite(run: Run, device: str) -> list[dict[str, Any]]:
     pairs = load_pairs(cfg.data, "valid", cfg.train.seed)
     pairs = pairs.select(range(min(SENTENCES, len(pairs))))
     rows = [asdict(r) for r in run_suite(model, tokenizer, cfg, pairs["src"], pairs["tgt"], SEED)]
-    write_json(path, {"checkpoint": str(ckpt), "split": "valid", "n_sentences": len(pairs),
-                      "seed": SEED, "results": rows})  # fmt: skip
+    write_json(
+        path,
+        {
+            "checkpoint": str(ckpt),
+            "split": "valid",
+            "n_sentences": len(pairs),
+            "seed": SEED,
+            "results": rows,
+        },
+    )
     return rows
 
 
@@ -53,9 +61,11 @@ def robustness_tables(runs: dict[str, list[Run]], device: str) -> str:
     if not names:
         return "No finished run to score.\n"
     out = []
-    for key, title, scale in (("loss", "loss (teacher-forced)", 1.0),
-                              ("accuracy", "token accuracy (%)", 100.0),
-                              ("bleu", "BLEU (greedy)", 1.0)):  # fmt: skip
+    for key, title, scale in (
+        ("loss", "loss (teacher-forced)", 1.0),
+        ("accuracy", "token accuracy (%)", 100.0),
+        ("bleu", "BLEU (greedy)", 1.0),
+    ):
         head = ["arm", f"{names[0]}"] + [f"{n} (Δ)" for n in names[1:]]
         lines = [f"#### {title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for arm, suites in rows.items():

@@ -109,8 +109,9 @@ def read_run(path: str | Path) -> Run:
     """A run directory's summary; one line naming the folder if it is not a run."""
     run = RunDir(path)
     if not run.config.is_file():
-        raise CheckpointError(f"{run.path} is not a run directory (no config.yaml); pass "
-                              f"folders written by t2 train")  # fmt: skip
+        raise CheckpointError(
+            f"{run.path} is not a run directory (no config.yaml); pass folders written by t2 train"
+        )
     meta = read_meta(run.path)
     try:
         config = flatten(load_yaml(run.config.read_text(encoding="utf-8")) or {})

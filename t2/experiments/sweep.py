@@ -106,8 +106,9 @@ def train_one(
         f.write(f"$ {sweep.shell_command(arm, seed, out, wandb)}\n")
         f.flush()
         env = {**os.environ, **slot.env} if slot else None
-        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
-                              preexec_fn=slot.pin if slot else None).returncode  # fmt: skip
+        code = subprocess.run(
+            cmd, stdout=f, stderr=subprocess.STDOUT, env=env, preexec_fn=slot.pin if slot else None
+        ).returncode
     if code == 130 or code < 0:
         raise KeyboardInterrupt
     if code != 0:
@@ -118,9 +119,13 @@ def train_one(
 
 
 def run_sweep(
-    sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = None,
-    only: list[tuple[Arm, int]] | None = None, records: Path | None = None,
-) -> None:  # fmt: skip
+    sweep: Sweep,
+    out: Path,
+    wandb: str,
+    places: list[Slot] | None = None,
+    only: list[tuple[Arm, int]] | None = None,
+    records: Path | None = None,
+) -> None:
     """Train what is missing (of `only`, if given): one run at a time, stopping at a
     failure; or len(places) at once, each in its slot, where a failed run is reported, the
     others go on, and the sweep ends with one line naming the failures. Each run's records
@@ -129,8 +134,11 @@ def run_sweep(
     todo = [(arm, seed, state) for arm, seed, state in runs if state != "finished"]
     at_once = f", {len(places)} at a time" if places else ""
     what = f"{len(sweep.arms)} arms x {len(sweep.seeds)} seeds" if only is None else "a pilot"
-    print(f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
-          f"{len(todo)} to train in {out}{at_once}", flush=True)  # fmt: skip
+    print(
+        f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
+        f"{len(todo)} to train in {out}{at_once}",
+        flush=True,
+    )
     if same := arms_scored_on_validation(sweep):
         print(f"warning: test = validation in arms {', '.join(same)}: {TEST_IS_VALID}", flush=True)
     if sweep.detect is not None and only is None:
@@ -170,14 +178,20 @@ def run_sweep(
 
 def dry_run(sweep: Sweep, out: Path, wandb: str) -> list[str]:
     """The train.py command of every run that is not finished, one line each."""
-    return [sweep.shell_command(arm, seed, out, wandb)
-            for arm, seed, state in plan(sweep, out) if state != "finished"]  # fmt: skip
+    return [
+        sweep.shell_command(arm, seed, out, wandb)
+        for arm, seed, state in plan(sweep, out)
+        if state != "finished"
+    ]
 
 
 def plan_sweep(
-    sweep: Sweep, out: Path, wandb: str, places: list[Slot] | None = None,
+    sweep: Sweep,
+    out: Path,
+    wandb: str,
+    places: list[Slot] | None = None,
     records: Path | None = None,
-) -> str:  # fmt: skip
+) -> str:
     """The power plan (t2.experiments.planning), from the finished runs' seed spread; with
     none to measure it, after training the pilot: the baseline's first two seeds."""
     if sweep.detect is None:
@@ -189,8 +203,7 @@ def plan_sweep(
     found = make_plan(sweep, out, at_once)
     if found.needed is None:
         baseline = sweep.arm(sweep.baseline)
-        print(f"pilot: {baseline.name} seeds {', '.join(map(str, pilot_seeds(sweep)))}",
-              flush=True)  # fmt: skip
+        print(f"pilot: {baseline.name} seeds {', '.join(map(str, pilot_seeds(sweep)))}", flush=True)
         pilot = [(baseline, s) for s in pilot_seeds(sweep)]
         extra = [s for _, s in pilot if s not in sweep.seeds]
         widened = replace(sweep, seeds=sweep.seeds + tuple(extra))

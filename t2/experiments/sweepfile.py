@@ -51,8 +51,11 @@ KEYS = (
     "rule",
     "arms",
 )
-BUDGET = {"max_steps": "train.max_steps", "max_minutes": "train.max_minutes",
-          "max_train_tokens": "train.max_train_tokens"}  # fmt: skip
+BUDGET = {
+    "max_steps": "train.max_steps",
+    "max_minutes": "train.max_minutes",
+    "max_train_tokens": "train.max_train_tokens",
+}
 AXIS = {"max_steps": "steps", "max_train_tokens": "tokens", "max_minutes": "time"}
 COMPARE_AT = ("steps", "tokens", "time")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a folder name and a W&B name
@@ -92,16 +95,29 @@ class Sweep:
 
     def overrides(self, arm: Arm, seed: int) -> list[str]:
         """Every --set of one run: the arm's, the budget, the seed and W&B's grouping."""
-        return [*arm.overrides, *self.budget, f"train.seed={seed}",
-                f"train.wandb_group={self.name}", f"train.wandb_job_type={arm.name}",
-                f"train.wandb_name={arm.name}-seed{seed}"]  # fmt: skip
+        return [
+            *arm.overrides,
+            *self.budget,
+            f"train.seed={seed}",
+            f"train.wandb_group={self.name}",
+            f"train.wandb_job_type={arm.name}",
+            f"train.wandb_name={arm.name}-seed{seed}",
+        ]
 
     def command(self, arm: Arm, seed: int, out: Path, wandb: str) -> list[str]:
         """The arguments of `t2 train` (or train.py) for one run. --resume always: a new
         run starts from scratch, an interrupted one (killed, preempted) continues."""
         sets = [arg for kv in self.overrides(arm, seed) for arg in ("--set", kv)]
-        return ["--recipe", arm.recipe, *sets, "--out", str(self.run_dir(out, arm, seed)),
-                "--resume", "--wandb", wandb]  # fmt: skip
+        return [
+            "--recipe",
+            arm.recipe,
+            *sets,
+            "--out",
+            str(self.run_dir(out, arm, seed)),
+            "--resume",
+            "--wandb",
+            wandb,
+        ]
 
     def shell_command(self, arm: Arm, seed: int, out: Path, wandb: str) -> str:
         return shlex.join(["python", "train.py", *self.command(arm, seed, out, wandb)])
@@ -186,12 +202,15 @@ def parse_sweep(raw: Any, path: Path) -> Sweep:
     arms = _arms(raw.get("arms"), raw.get("base"), common, where)
     baseline = str(raw.get("baseline") or arms[0].name)
     if baseline not in {a.name for a in arms}:
-        raise ConfigError(f"{where}: baseline {baseline!r} is not an arm; valid arms: "
-                          f"{', '.join(a.name for a in arms)}")  # fmt: skip
+        raise ConfigError(
+            f"{where}: baseline {baseline!r} is not an arm; valid arms: "
+            f"{', '.join(a.name for a in arms)}"
+        )
     compare_at = raw.get("compare_at") or axis
     if compare_at not in COMPARE_AT:
-        raise ConfigError(f"{where}: invalid compare_at {compare_at!r}; valid choices: "
-                          f"{', '.join(COMPARE_AT)}")  # fmt: skip
+        raise ConfigError(
+            f"{where}: invalid compare_at {compare_at!r}; valid choices: {', '.join(COMPARE_AT)}"
+        )
     if not isinstance(raw.get("robustness", False), bool):
         raise ConfigError(f"{where}: robustness must be true or false")
     rule = parse_rule(raw.get("rule"), raw.get("detect"), where)

@@ -23,8 +23,11 @@ class AttentionMaps:
     cross: Tensor
 
     def kinds(self) -> dict[str, Tensor]:
-        return {"encoder_self": self.encoder_self, "decoder_self": self.decoder_self,
-                "cross": self.cross}  # fmt: skip
+        return {
+            "encoder_self": self.encoder_self,
+            "decoder_self": self.decoder_self,
+            "cross": self.cross,
+        }
 
 
 @torch.no_grad()

@@ -45,8 +45,7 @@ def draw_positional(
     width = min(22.0, max(8.0, 2 * d_model / DPI + 2.2))  # two pixels a dimension: no moire
     fig = Figure(figsize=(width, 5), layout="constrained")
     ax = fig.add_subplot()
-    image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
-                      interpolation="nearest")  # fmt: skip
+    image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax.set_xlabel("dimension i")
     ax.set_ylabel("position t")
     note = SCHEME_NOTES.get(scheme, "drawn for reference")
@@ -79,8 +78,14 @@ def draw_attention(
     fig = Figure(figsize=(width, height), layout="constrained")
     grid = fig.subplots(n_layers, n_heads, squeeze=False, sharex=True, sharey=True)
     for (layer, head), ax in np.ndenumerate(grid):
-        image = ax.imshow(weights[layer, head], cmap="viridis", vmin=0.0, vmax=1.0,
-                          interpolation="nearest", aspect="equal")  # fmt: skip
+        image = ax.imshow(
+            weights[layer, head],
+            cmap="viridis",
+            vmin=0.0,
+            vmax=1.0,
+            interpolation="nearest",
+            aspect="equal",
+        )
         ax.set_xticks(range(n_k), [plain(t) for t in key_labels], rotation=90, fontsize=7)
         ax.set_yticks(range(n_q), [plain(t) for t in query_labels], fontsize=7)
         ax.tick_params(length=0, labelbottom=layer == n_layers - 1, labelleft=head == 0)

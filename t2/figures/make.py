@@ -25,13 +25,22 @@ LR_FIND = "lr_find.json"  # what `t2 train --lr-find` leaves in the run director
 
 # file name, title, (row axis, column axis) of each attention figure
 ATTENTION_FIGURES = {
-    "encoder_self": ("attention_encoder_self.png", "Encoder self-attention",
-                     ("source token", "source token")),
-    "decoder_self": ("attention_decoder_self.png", "Decoder self-attention (causal)",
-                     ("decoder input token", "decoder input token")),
-    "cross": ("attention_cross.png", "Cross-attention (encoder-decoder)",
-              ("decoder input token", "source token")),
-}  # fmt: skip
+    "encoder_self": (
+        "attention_encoder_self.png",
+        "Encoder self-attention",
+        ("source token", "source token"),
+    ),
+    "decoder_self": (
+        "attention_decoder_self.png",
+        "Decoder self-attention (causal)",
+        ("decoder input token", "decoder input token"),
+    ),
+    "cross": (
+        "attention_cross.png",
+        "Cross-attention (encoder-decoder)",
+        ("decoder input token", "source token"),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -52,8 +61,10 @@ def write_figures(opts: FigureOptions) -> list[Path]:
     if not run.path.is_dir():
         raise CheckpointError(f"run directory {run.path} not found; pass a folder of t2 train")
     if opts.sentence is not None and not opts.sentence.strip():
-        raise DataError("--sentence is empty; pass some text, or leave it out to use the "
-                        "first sentence of the run's validation split")  # fmt: skip
+        raise DataError(
+            "--sentence is empty; pass some text, or leave it out to use the "
+            "first sentence of the run's validation split"
+        )
     if opts.positions < 1:
         raise DataError(f"--positions must be at least 1, got {opts.positions}")
     ckpt = choose_checkpoint(run, opts.checkpoint)
@@ -63,8 +74,9 @@ def write_figures(opts: FigureOptions) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     m = cfg.model
     name = f"{run.path.resolve().name}, {ckpt.name}"
-    draw_positional(m.d_model, opts.positions, m.rope_base, m.positional,
-                    out / "positional_encoding.png")  # fmt: skip
+    draw_positional(
+        m.d_model, opts.positions, m.rope_base, m.positional, out / "positional_encoding.png"
+    )
     paths = [out / "positional_encoding.png"]
     paths += attention_figures(model, tokenizer, cfg, sentence, out, name)
     paths += lr_find_figure(run, out)
@@ -108,8 +120,11 @@ def attention_figures(
     tgt_ids = [BOS, *output]
     maps = capture_attention(model, pad_batch([src_ids], device), pad_batch([tgt_ids], device))
     src_labels, tgt_labels = token_labels(tokenizer, src_ids), token_labels(tokenizer, tgt_ids)
-    labels = {"encoder_self": (src_labels, src_labels), "decoder_self": (tgt_labels, tgt_labels),
-              "cross": (tgt_labels, src_labels)}  # fmt: skip
+    labels = {
+        "encoder_self": (src_labels, src_labels),
+        "decoder_self": (tgt_labels, tgt_labels),
+        "cross": (tgt_labels, src_labels),
+    }
     translation = tokenizer.decode(output, skip_special_tokens=True)
     paths = []
     for kind, weights in maps.kinds().items():
@@ -129,8 +144,9 @@ def lr_find_figure(run: RunDir, out: Path) -> list[Path]:
         record = json.loads(path.read_text(encoding="utf-8"))
         lrs, losses, suggestion = record["lrs"], record["losses"], record["suggestion"]
     except (ValueError, KeyError, TypeError):
-        raise DataError(f"{path} is not what t2 train --lr-find writes; rerun it or "
-                        f"remove the file") from None  # fmt: skip
+        raise DataError(
+            f"{path} is not what t2 train --lr-find writes; rerun it or remove the file"
+        ) from None
     title = f"Learning-rate range test: {run.path.resolve().name}"
     return [draw_lr_find(lrs, losses, suggestion, title, out / "lr_find.png")]
 

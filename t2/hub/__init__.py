@@ -23,7 +23,7 @@ from t2.hub.pretrained import (
     from_pretrained,
     is_pretrained,
     save_pretrained,
-)  # fmt: skip
+)
 from t2.hub.push import upload
 
 __all__ = [

@@ -9,69 +9,46 @@ checkpoint. What a run did not record is said to be missing, never estimated.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from t2 import __version__
 from t2.config import Config
 from t2.decoding.options import output_settings
-from t2.errors import CheckpointError
-from t2.rundir.layout import RunDir, evaluations, read_meta
-from t2.rundir.metrics import read_records
+from t2.hub.facts import RunFacts
 
-ARCHITECTURE = ("d_model", "n_heads", "d_ff", "n_encoder_layers", "n_decoder_layers",
-                "positional", "norm", "norm_position", "ffn", "attention", "tie_embeddings",
-                "vocab_size", "dropout", "bias")  # fmt: skip
-RECIPE = ("optimizer", "betas", "eps", "weight_decay", "schedule", "warmup_steps", "max_lr",
-          "label_smoothing", "max_steps", "accumulate", "clip_norm", "mixed_precision",
-          "seed")  # fmt: skip
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"cannot read {path} ({err}); fix or remove it") from None
-
-
-@dataclass
-class RunFacts:
-    """What the run's files say about one checkpoint."""
-
-    ckpt: Path
-    step: int | None = None
-    averaged: list[str] = field(default_factory=list)
-    ckpt_meta: dict[str, Any] = field(default_factory=dict)
-    run_meta: dict[str, Any] = field(default_factory=dict)
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-    results: dict[str, Any] | None = None
-    evals: list[dict[str, Any]] = field(default_factory=list)
-
-    @classmethod
-    def read(cls, ckpt: Path) -> RunFacts:
-        meta = read_meta(ckpt)
-        facts = cls(Path(ckpt), meta.get("step"), list(meta.get("averaged", [])), meta)
-        facts.evals = [_json(p) for p in evaluations(ckpt)]
-        run = RunDir.of(ckpt)
-        if not run.config.is_file():  # a self-contained folder (t2 average --out)
-            return facts
-        facts.run_meta = read_meta(run.path)
-        if run.metrics.is_file():
-            facts.metrics = read_records(run.metrics)
-        if run.results.is_file():
-            results = _json(run.results)
-            if Path(str(results.get("checkpoint", ""))).name == Path(ckpt).name:
-                facts.results = results  # only the scores of this very checkpoint
-        return facts
-
-    def at_step(self, key: str) -> dict[str, Any] | None:
-        """The last record up to this checkpoint's step that has `key`."""
-        if self.step is None:
-            return None
-        found = [r for r in self.metrics if key in r and r.get("step", 0) <= self.step]
-        return found[-1] if found else None
+ARCHITECTURE = (
+    "d_model",
+    "n_heads",
+    "d_ff",
+    "n_encoder_layers",
+    "n_decoder_layers",
+    "positional",
+    "norm",
+    "norm_position",
+    "ffn",
+    "attention",
+    "tie_embeddings",
+    "vocab_size",
+    "dropout",
+    "bias",
+)
+RECIPE = (
+    "optimizer",
+    "betas",
+    "eps",
+    "weight_decay",
+    "schedule",
+    "warmup_steps",
+    "max_lr",
+    "label_smoothing",
+    "max_steps",
+    "accumulate",
+    "clip_norm",
+    "mixed_precision",
+    "seed",
+)
 
 
 def _table(rows: list[tuple[str, Any]]) -> str:
@@ -93,10 +70,21 @@ def _cell(value: Any) -> str:
 
 def front_matter(cfg: Config, facts: RunFacts) -> str:
     scored = facts.results is not None or facts.evals
-    lines = ["---", "library_name: t2", "pipeline_tag: translation", "language:",
-             f"- {cfg.data.src_lang}", f"- {cfg.data.tgt_lang}", "tags:", "- translation",
-             "- t2", "- encoder-decoder", f"- {cfg.model.positional}", f"- {cfg.model.norm}",
-             f"- {cfg.model.ffn}"]  # fmt: skip
+    lines = [
+        "---",
+        "library_name: t2",
+        "pipeline_tag: translation",
+        "language:",
+        f"- {cfg.data.src_lang}",
+        f"- {cfg.data.tgt_lang}",
+        "tags:",
+        "- translation",
+        "- t2",
+        "- encoder-decoder",
+        f"- {cfg.model.positional}",
+        f"- {cfg.model.norm}",
+        f"- {cfg.model.ffn}",
+    ]
     if scored:
         lines += ["metrics:", "- bleu", "- chrf"]
     return "\n".join([*lines, "---"])
@@ -104,23 +92,37 @@ def front_matter(cfg: Config, facts: RunFacts) -> str:
 
 def architecture_section(cfg: Config, parameters: dict[str, int]) -> str:
     m = cfg.model
-    rows = [(k, getattr(m, k)) for k in ARCHITECTURE] + [("d_head", m.d_head),
-            ("d_hidden (FFN)", m.d_hidden)]  # fmt: skip
+    rows = [(k, getattr(m, k)) for k in ARCHITECTURE] + [
+        ("d_head", m.d_head),
+        ("d_hidden (FFN)", m.d_hidden),
+    ]
     parts = ", ".join(f"{k} {v:,}" for k, v in parameters.items() if k != "total")
-    return (f"## Architecture\n\nAn encoder–decoder Transformer (Vaswani et al. 2017) built "
-            f"by t2 from its registered components; **{parameters['total']:,} parameters** "
-            f"(tied matrices once: {parts}).\n\n{_table(rows)}")  # fmt: skip
+    return (
+        f"## Architecture\n\nAn encoder–decoder Transformer (Vaswani et al. 2017) built "
+        f"by t2 from its registered components; **{parameters['total']:,} parameters** "
+        f"(tied matrices once: {parts}).\n\n{_table(rows)}"
+    )
 
 
 def training_section(cfg: Config, facts: RunFacts) -> str:
     recipe = facts.run_meta.get("recipe")
     rows = [("recipe", recipe or "not recorded")] + [(k, getattr(cfg.train, k)) for k in RECIPE]
     processes = facts.ckpt_meta.get("world_size", facts.run_meta.get("world_size"))
-    rows += [("data.max_tokens (per process and micro-batch)", cfg.data.max_tokens),
-             ("processes", processes if processes is not None else "not recorded")]  # fmt: skip
+    rows += [
+        ("data.max_tokens (per process and micro-batch)", cfg.data.max_tokens),
+        ("processes", processes if processes is not None else "not recorded"),
+    ]
     data = [(f"data.{k}", getattr(cfg.data, k)) for k in ("train", "valid", "test")]
-    data += [(f"data.{k}", getattr(cfg.data, k)) for k in ("max_tokens_per_sentence",
-             "max_length_ratio", "dedup", "max_train_pairs", "src_bos")]  # fmt: skip
+    data += [
+        (f"data.{k}", getattr(cfg.data, k))
+        for k in (
+            "max_tokens_per_sentence",
+            "max_length_ratio",
+            "dedup",
+            "max_train_pairs",
+            "src_bos",
+        )
+    ]
     done = []
     if facts.averaged:
         done.append(f"- Weights: the mean of checkpoints {', '.join(facts.averaged)}.")
@@ -132,12 +134,17 @@ def training_section(cfg: Config, facts: RunFacts) -> str:
         done.append(f"- Training time: {seconds['elapsed_s'] / 60:.1f} minutes.")
     if facts.results and facts.results.get("stopped_by"):
         done.append(f"- Stopped by: `{facts.results['stopped_by']}`.")
-    tokenizer = (f"the tokenizer `{cfg.data.tokenizer}` (data.tokenizer, trained before the "
-                 f"run)" if cfg.data.tokenizer else "trained on the run's train split")  # fmt: skip
-    return (f"## Training\n\n{_table(rows)}\n\n### Data\n\nSource {cfg.data.src_lang}, target "
-            f"{cfg.data.tgt_lang}; a joint byte-level BPE of {cfg.model.vocab_size} entries, "
-            f"{tokenizer}. The run's data sources and cleaning:\n\n"
-            f"{_table(data)}\n\n### This checkpoint\n\n" + "\n".join(done))  # fmt: skip
+    tokenizer = (
+        f"the tokenizer `{cfg.data.tokenizer}` (data.tokenizer, trained before the run)"
+        if cfg.data.tokenizer
+        else "trained on the run's train split"
+    )
+    return (
+        f"## Training\n\n{_table(rows)}\n\n### Data\n\nSource {cfg.data.src_lang}, target "
+        f"{cfg.data.tgt_lang}; a joint byte-level BPE of {cfg.model.vocab_size} entries, "
+        f"{tokenizer}. The run's data sources and cleaning:\n\n"
+        f"{_table(data)}\n\n### This checkpoint\n\n" + "\n".join(done)
+    )
 
 
 def validation_section(facts: RunFacts) -> str:
@@ -145,18 +152,22 @@ def validation_section(facts: RunFacts) -> str:
     if record is None or record.get("step") != facts.step:
         return "## Validation\n\nNo validation record at this checkpoint's step in metrics.jsonl."
     rows = [(k.removeprefix("valid_"), v) for k, v in record.items() if k.startswith("valid_")]
-    return (f"## Validation\n\nAt step {record['step']} (metrics.jsonl): teacher-forced loss, "
-            f"perplexity and token accuracy on the validation split; BLEU, chrF and exact match "
-            f"of greedy translations of its first `train.valid_bleu_sentences` sentences, "
-            f"scored by the same sacreBLEU call as the test scores (metrics.jsonl does not "
-            f"store their signatures).\n\n{_table(rows)}")  # fmt: skip
+    return (
+        f"## Validation\n\nAt step {record['step']} (metrics.jsonl): teacher-forced loss, "
+        f"perplexity and token accuracy on the validation split; BLEU, chrF and exact match "
+        f"of greedy translations of its first `train.valid_bleu_sentences` sentences, "
+        f"scored by the same sacreBLEU call as the test scores (metrics.jsonl does not "
+        f"store their signatures).\n\n{_table(rows)}"
+    )
 
 
 def _scores(record: dict[str, Any]) -> str:
     """BLEU and chrF with their signatures (a list: a signature's `|` would split a cell)."""
-    lines = [f"- BLEU **{record['bleu']:.2f}**, chrF **{record['chrf']:.2f}**",
-             f"- BLEU signature: `{record['bleu_signature']}`",
-             f"- chrF signature: `{record['chrf_signature']}`"]  # fmt: skip
+    lines = [
+        f"- BLEU **{record['bleu']:.2f}**, chrF **{record['chrf']:.2f}**",
+        f"- BLEU signature: `{record['bleu_signature']}`",
+        f"- chrF signature: `{record['chrf_signature']}`",
+    ]
     if record.get("bleu_detail"):
         lines.append(f"- sacreBLEU: `{record['bleu_detail']}`")
     return "\n".join(lines)
@@ -171,11 +182,16 @@ def _results(cfg: Config, r: dict[str, Any]) -> str:
     # results.json's own record of its decode (every setting that shapes the output), else
     # the beam size that older ones kept, over the run's decode section
     decode = r.get("decode") or asdict(cfg.decode) | {"beam_size": r.get("beam_size")}
-    forced = [(k.removeprefix("test_"), r[k]) for k in ("test_loss", "test_ppl",
-              "test_accuracy", "exact_match") if k in r]  # fmt: skip
-    text = (f"results.json, the run's test split (`data.test={cfg.data.test}`, "
-            f"{r.get('n_sentences', '?')} sentences), decoded with {_settings(decode)}:"
-            f"\n\n{_scores(r)}")  # fmt: skip
+    forced = [
+        (k.removeprefix("test_"), r[k])
+        for k in ("test_loss", "test_ppl", "test_accuracy", "exact_match")
+        if k in r
+    ]
+    text = (
+        f"results.json, the run's test split (`data.test={cfg.data.test}`, "
+        f"{r.get('n_sentences', '?')} sentences), decoded with {_settings(decode)}:"
+        f"\n\n{_scores(r)}"
+    )
     if forced:
         text += f"\n\nTeacher-forced on the same split, and exact matches:\n\n{_table(forced)}"
     return text
@@ -198,29 +214,35 @@ def scores_section(cfg: Config, facts: RunFacts) -> str:
         parts.append(_results(cfg, facts.results))
     parts += [_evaluation(e) for e in facts.evals]
     if len(parts) == 1:
-        parts.append("None: the run has no results.json for this checkpoint and no "
-                     "`t2 evaluate` output beside it.")  # fmt: skip
+        parts.append(
+            "None: the run has no results.json for this checkpoint and no "
+            "`t2 evaluate` output beside it."
+        )
     return "\n\n".join(parts)
 
 
 def usage_section(name: str) -> str:
-    return (f"## Use\n\n```python\nfrom t2.hub import from_pretrained\n\n"
-            f"pretrained = from_pretrained(\"{name}\")  # a folder, or a hub repo id\n"
-            f"print(pretrained.translate([\"...\"]))  # the run's decode settings\n"
-            f"print(pretrained.translate([\"...\"], pretrained.decode.updated(beam_size=5)))\n"
-            f"```\n\n"
-            f"From the command line, on a local copy (`hf download REPO_ID --local-dir DIR` for "
-            f"a hub repo):\n\n```bash\nt2 translate --checkpoint DIR --input FILE\n"
-            f"t2 evaluate --checkpoint DIR --src SRC --ref REF\n```")  # fmt: skip
+    return (
+        f"## Use\n\n```python\nfrom t2.hub import from_pretrained\n\n"
+        f'pretrained = from_pretrained("{name}")  # a folder, or a hub repo id\n'
+        f'print(pretrained.translate(["..."]))  # the run\'s decode settings\n'
+        f'print(pretrained.translate(["..."], pretrained.decode.updated(beam_size=5)))\n'
+        f"```\n\n"
+        f"From the command line, on a local copy (`hf download REPO_ID --local-dir DIR` for "
+        f"a hub repo):\n\n```bash\nt2 translate --checkpoint DIR --input FILE\n"
+        f"t2 evaluate --checkpoint DIR --src SRC --ref REF\n```"
+    )
 
 
 def model_card(ckpt: Path, cfg: Config, parameters: dict[str, int], name: str) -> str:
     """README.md for the folder made from checkpoint `ckpt` (its run's files), loadable as
     `name` (a repo id or a folder)."""
     facts = RunFacts.read(ckpt)
-    title = (f"# {facts.run_meta.get('recipe') or 't2 model'}: {cfg.data.src_lang}→"
-             f"{cfg.data.tgt_lang} translation\n\nWritten by t2 {__version__} from checkpoint "
-             f"`{Path(ckpt).name}` of its run.")  # fmt: skip
+    title = (
+        f"# {facts.run_meta.get('recipe') or 't2 model'}: {cfg.data.src_lang}→"
+        f"{cfg.data.tgt_lang} translation\n\nWritten by t2 {__version__} from checkpoint "
+        f"`{Path(ckpt).name}` of its run."
+    )
     parts = [
         front_matter(cfg, facts),
         title,

@@ -60,9 +60,13 @@ def _download(
     where = f"no local folder {repo_id}, and as a Hugging Face repo"
     try:
         folder = snapshot_download(
-            repo_id, revision=revision, cache_dir=cache_dir, allow_patterns=list(files),
-            library_name="t2", library_version=__version__,
-        )  # fmt: skip
+            repo_id,
+            revision=revision,
+            cache_dir=cache_dir,
+            allow_patterns=list(files),
+            library_name="t2",
+            library_version=__version__,
+        )
     except LocalEntryNotFoundError as err:
         if constants.HF_HUB_OFFLINE:
             raise CheckpointError(

@@ -83,9 +83,13 @@ class Pretrained:
 
     @classmethod
     def from_pretrained(
-        cls, name: str | Path, *, revision: str | None = None,
-        cache_dir: str | Path | None = None, device: str | torch.device = "cpu",
-    ) -> Pretrained:  # fmt: skip
+        cls,
+        name: str | Path,
+        *,
+        revision: str | None = None,
+        cache_dir: str | Path | None = None,
+        device: str | torch.device = "cpu",
+    ) -> Pretrained:
         """A local folder, else a hub repo id (owner/name) through the hub's cache."""
         return load_folder(locate(name, revision, cache_dir), device)
 
@@ -126,9 +130,13 @@ def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Pretr
 
 
 def save_pretrained(
-    model: Transformer, cfg: Config, tokenizer: PreTrainedTokenizerFast, folder: str | Path,
-    card: str | None = None, source: dict[str, Any] | None = None,
-) -> Path:  # fmt: skip
+    model: Transformer,
+    cfg: Config,
+    tokenizer: PreTrainedTokenizerFast,
+    folder: str | Path,
+    card: str | None = None,
+    source: dict[str, Any] | None = None,
+) -> Path:
     """Write the folder atomically (assembled beside it, then renamed into place); an
     existing folder is replaced only if it is a saved model or empty."""
     folder = Path(folder)

@@ -35,9 +35,13 @@ def check_token() -> None:
 
 
 def upload(
-    folder: Path, repo_id: str, *, private: bool = False, message: str | None = None,
+    folder: Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    message: str | None = None,
     api: Any = None,
-) -> str:  # fmt: skip
+) -> str:
     """Upload a saved model folder (the hf format) to `repo_id`; the commit's URL. `api`:
     an huggingface_hub.HfApi (default: one with the stored token)."""
     check_repo_id(repo_id)
@@ -52,9 +56,12 @@ def upload(
     try:
         api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
         info = api.upload_folder(
-            repo_id=repo_id, folder_path=str(folder), repo_type="model",
-            commit_message=message, allow_patterns=list(FILES),
-        )  # fmt: skip
+            repo_id=repo_id,
+            folder_path=str(folder),
+            repo_type="model",
+            commit_message=message,
+            allow_patterns=list(FILES),
+        )
     except (HfHubHTTPError, OSError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise CheckpointError(

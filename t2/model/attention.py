@@ -106,8 +106,15 @@ def record_attention(model: nn.Module) -> Iterator[dict[str, list[Tensor]]]:
 
 
 def _recording_kernel(sink: list[Tensor]) -> Callable[..., Tensor]:
-    def kernel(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool,
-               dropout_p: float, bias: Tensor | None = None) -> Tensor:  # fmt: skip
+    def kernel(
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_padding: Tensor | None,
+        causal: bool,
+        dropout_p: float,
+        bias: Tensor | None = None,
+    ) -> Tensor:
         weights = attention_weights(q, k, key_padding, causal, bias)
         sink.append(weights.detach())
         return torch.einsum("bhqk,bhkd->bhqd", F.dropout(weights, p=dropout_p), v)
@@ -175,9 +182,11 @@ class SelfAttention(_Attention):
             causal = causal and not one_query  # one new query sees the whole prefix
             if k.shape[-2] > cache.length:  # the rounded-up tail: masked as padding
                 tail = torch.arange(k.shape[-2], device=k.device) >= cache.length
-                key_padding = tail.expand(k.shape[0], -1) if key_padding is None else (
-                    F.pad(key_padding, (0, k.shape[-2] - key_padding.shape[-1]), value=True)
-                )  # fmt: skip
+                key_padding = (
+                    tail.expand(k.shape[0], -1)
+                    if key_padding is None
+                    else (F.pad(key_padding, (0, k.shape[-2] - key_padding.shape[-1]), value=True))
+                )
         bias = positional.attention_bias(q.shape[-2], k.shape[-2], offset, q.device)
         return self._attend(q, k, v, key_padding, causal, packing=packing, bias=bias)
 

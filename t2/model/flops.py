@@ -40,8 +40,14 @@ def forward_flops(cfg: ModelConfig, s: int, t: int) -> int:
     the target counts BOS + tokens, the decoder input)."""
     d, V = cfg.d_model, cfg.vocab_size  # noqa: N806
     encoder = 8 * s * d * d + 4 * s * s * d + _ffn_flops(cfg, s)
-    decoder = (8 * t * d * d + 4 * t * t * d + 4 * t * d * d + 4 * s * d * d + 4 * t * s * d
-               + _ffn_flops(cfg, t))  # fmt: skip
+    decoder = (
+        8 * t * d * d
+        + 4 * t * t * d
+        + 4 * t * d * d
+        + 4 * s * d * d
+        + 4 * t * s * d
+        + _ffn_flops(cfg, t)
+    )
     return cfg.n_encoder_layers * encoder + cfg.n_decoder_layers * decoder + 2 * t * d * V
 
 

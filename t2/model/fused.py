@@ -84,8 +84,10 @@ def first_order_only(name: str) -> None:
     runs backward with grad mode on only for create_graph=True, where such a gradient would
     silently count as a constant (a second derivative of zero)."""
     if torch.is_grad_enabled():
-        raise RuntimeError(f"{name} has no second derivative (create_graph=True); "
-                           f"differentiate the plain PyTorch formula instead")  # fmt: skip
+        raise RuntimeError(
+            f"{name} has no second derivative (create_graph=True); "
+            f"differentiate the plain PyTorch formula instead"
+        )
 
 
 def _rotate_into(qkv: Tensor, cos: Tensor, sin: Tensor, out: Tensor | None = None) -> Tensor:
@@ -140,8 +142,14 @@ def rotate_qk(qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 class _GatedProjection(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, a: Tensor, b: Tensor, weight: Tensor, bias: Tensor | None,  # type: ignore[override]
-                act: Callable[[Tensor], Tensor]) -> Tensor:  # fmt: skip
+    def forward(
+        ctx,
+        a: Tensor,
+        b: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,  # type: ignore[override]
+        act: Callable[[Tensor], Tensor],
+    ) -> Tensor:
         ctx.save_for_backward(a, b, weight)
         ctx.act, ctx.bias_dtype = act, None if bias is None else bias.dtype
         h = act(a)  # in place only on a tensor of its own (an identity act returns a)
@@ -162,8 +170,9 @@ class _GatedProjection(torch.autograd.Function):
         return grad_a, grad_b, grad_weight.to(weight.dtype), grad_bias, None
 
 
-def gated_projection(a: Tensor, b: Tensor, linear: torch.nn.Linear,
-                     act: Callable[[Tensor], Tensor]) -> Tensor:  # fmt: skip
+def gated_projection(
+    a: Tensor, b: Tensor, linear: torch.nn.Linear, act: Callable[[Tensor], Tensor]
+) -> Tensor:
     """linear(act(a) * b), saving a and b only (act(a) * b is recomputed in backward)."""
     if torch.compiler.is_compiling() or not torch.is_grad_enabled():
         return linear(act(a) * b)

@@ -70,8 +70,9 @@ CUDA_BACKENDS = (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDP
 CUDNN_FIRST = (SDPBackend.CUDNN_ATTENTION, *CUDA_BACKENDS)
 
 
-def _float_mask(key_padding: Tensor | None, causal: bool, bias: Tensor, q: Tensor,
-                tk: int) -> Tensor:  # fmt: skip
+def _float_mask(
+    key_padding: Tensor | None, causal: bool, bias: Tensor, q: Tensor, tk: int
+) -> Tensor:
     """The additive mask of a biased attention: `bias`, with -inf where attention is not
     allowed, in q's dtype (SDPA's float attn_mask)."""
     mask = _bool_mask(key_padding, causal, q.shape[-2], tk, q.device)
@@ -79,9 +80,16 @@ def _float_mask(key_padding: Tensor | None, causal: bool, bias: Tensor, q: Tenso
     return out if mask is None else out.masked_fill(~mask, float("-inf"))
 
 
-def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool,
-          dropout_p: float, backends: tuple[SDPBackend, ...],
-          bias: Tensor | None) -> Tensor:  # fmt: skip
+def _sdpa(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    key_padding: Tensor | None,
+    causal: bool,
+    dropout_p: float,
+    backends: tuple[SDPBackend, ...],
+    bias: Tensor | None,
+) -> Tensor:
     """F.scaled_dot_product_attention, on `backends` (in that order) on CUDA; a bias goes
     in as a float mask (flash has none: the memory-efficient kernel takes it). Compiled on
     CUDA, an attention that needs a mask or a bias runs FlexAttention (t2.model.flex)."""
@@ -98,8 +106,9 @@ def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: b
         is_causal = False
     chosen = sdpa_kernel(list(backends), set_priority=True)
     with chosen if code_path(q) == "cuda" else contextlib.nullcontext():
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                              is_causal=is_causal)  # fmt: skip
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+        )
 
 
 @ATTENTION.register("sdpa")
@@ -137,8 +146,9 @@ def sdpa_cudnn_attention(
     return _sdpa(q, k, v, key_padding, causal, dropout_p, CUDNN_FIRST, bias)
 
 
-def attention_weights(q: Tensor, k: Tensor, key_padding: Tensor | None, causal: bool,
-                      bias: Tensor | None = None) -> Tensor:  # fmt: skip
+def attention_weights(
+    q: Tensor, k: Tensor, key_padding: Tensor | None, causal: bool, bias: Tensor | None = None
+) -> Tensor:
     """The attention probabilities softmax(q k^T / sqrt(Dh) + bias + mask), (B, H, Tq, Tk)."""
     scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
     if bias is not None:

@@ -24,9 +24,16 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
             continue
         seen.add(id(p))
         top = name.split(".")[0]
-        part = {"src_embed": "embeddings", "tgt_embed": "embeddings", "output": "embeddings",
-                "positional": "embeddings", "encoder": "encoder", "encoder_norm": "encoder",
-                "decoder": "decoder", "decoder_norm": "decoder"}.get(top, "other")  # fmt: skip
+        part = {
+            "src_embed": "embeddings",
+            "tgt_embed": "embeddings",
+            "output": "embeddings",
+            "positional": "embeddings",
+            "encoder": "encoder",
+            "encoder_norm": "encoder",
+            "decoder": "decoder",
+            "decoder_norm": "decoder",
+        }.get(top, "other")
         parts[part] += p.numel()
     parts["total"] = sum(parts.values())
     return parts
@@ -77,13 +84,15 @@ def estimate_memory(
     norm_elems = s * b * cfg.d_model  # input of each norm (2 bytes in 16-bit)
     enc = _attention_elems(cfg, s, s, b, fused) + _ffn_elems(cfg, s, b) + 2 * norm_elems
     dec = (
-        _attention_elems(cfg, s, s, b, fused) + _attention_elems(cfg, s, s, b, fused)
-        + _ffn_elems(cfg, s, b) + 3 * norm_elems
-    )  # fmt: skip
+        _attention_elems(cfg, s, s, b, fused)
+        + _attention_elems(cfg, s, s, b, fused)
+        + _ffn_elems(cfg, s, b)
+        + 3 * norm_elems
+    )
     # the logits: on CUDA the compiled training pass (train.compile, the default there)
     # keeps the whole batch's logits in the activations' dtype for the backward pass and
     # makes their gradient, counted as one float32 (tokens x vocabulary) tensor; the eager
-    # chunked loss (t2.model.loss.CUDA_PROJECTION_ROWS tokens at a time) holds less. A
+    # chunked loss (t2.model.loss_cuda.CUDA_PROJECTION_ROWS tokens at a time) holds less. A
     # CPU's blockwise loss holds none whole either; its term stays at two float32 (tokens x
     # vocabulary) tensors, which over-counts there and makes up for layer terms that
     # under-count (measured on a CPU: base at an 8k vocabulary 0.85-0.92x the peak, at 32k

@@ -125,8 +125,17 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder):
             self_cache = state.self_caches[i] if state is not None else None
             cross_cache = state.cross_caches[i] if state is not None else None
-            x = layer(x, memory, src_pad, self.positional, self_cache, cross_cache, offset,
-                      packing, memory_packing)  # fmt: skip
+            x = layer(
+                x,
+                memory,
+                src_pad,
+                self.positional,
+                self_cache,
+                cross_cache,
+                offset,
+                packing,
+                memory_packing,
+            )
         if state is not None:
             state.offset += tgt_in.shape[1]
         return self.decoder_norm(x)

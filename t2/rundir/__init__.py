@@ -29,7 +29,7 @@ from t2.rundir.layout import (
     resolve,
     step_of,
     write_json,
-)  # fmt: skip
+)
 from t2.rundir.loading import load_run
 from t2.rundir.metrics import read_records, rewrite_records
 from t2.rundir.store import (
@@ -41,7 +41,7 @@ from t2.rundir.store import (
     tokenizer_folder,
     unique_state,
     verified,
-)  # fmt: skip
+)
 
 __all__ = [
     "FORMAT",

@@ -20,7 +20,7 @@ from t2.rundir.layout import (
     new_meta,
     read_meta,
     resolve,
-)  # fmt: skip
+)
 from t2.rundir.store import read_config, tokenizer_folder, verified, write_folder
 
 

@@ -76,8 +76,10 @@ class RunDir:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             handle.close()
-            raise ConfigError(f"{self.path} is in use by a training run ({holder}); wait for "
-                              f"it to end or pass another --out") from None  # fmt: skip
+            raise ConfigError(
+                f"{self.path} is in use by a training run ({holder}); wait for "
+                f"it to end or pass another --out"
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
@@ -168,8 +170,13 @@ def evaluations(ckpt: Path) -> list[Path]:
 
 def new_meta(world_size: int, **extra: Any) -> dict[str, Any]:
     """What meta.json records: versions and the number of processes that wrote it."""
-    return {"format": FORMAT, "t2": __version__, "torch": torch.__version__,
-            "world_size": world_size, **extra}  # fmt: skip
+    return {
+        "format": FORMAT,
+        "t2": __version__,
+        "torch": torch.__version__,
+        "world_size": world_size,
+        **extra,
+    }
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
@@ -207,8 +214,9 @@ def _missing_in_a_current_run(folder: Path) -> None:
         return
     others = [c for c in RunDir.of(folder).checkpoints() if c != folder]
     instead = f"--resume {step_of(others[-1])}" if others else "a new run (no other checkpoint)"
-    raise CheckpointError(f"{folder} has no {META}: it was damaged after it was written; "
-                          f"continue with {instead}")  # fmt: skip
+    raise CheckpointError(
+        f"{folder} has no {META}: it was damaged after it was written; continue with {instead}"
+    )
 
 
 def write_lines(path: Path, lines: list[str]) -> None:

@@ -19,12 +19,16 @@ def resume_point(run: RunDir, spec: bool | str | None) -> Path | None:
         return run.latest()
     ckpt = run.checkpoint(int(spec)) if str(spec).isdigit() else Path(spec)
     if ckpt.resolve().parent != run.checkpoint_dir.resolve():
-        raise CheckpointError(f"--resume {spec}: {ckpt} is not a checkpoint of {run.path}; "
-                              f"name a step or a folder in {run.checkpoint_dir}")  # fmt: skip
+        raise CheckpointError(
+            f"--resume {spec}: {ckpt} is not a checkpoint of {run.path}; "
+            f"name a step or a folder in {run.checkpoint_dir}"
+        )
     if not is_complete(ckpt):
         have = ", ".join(str(step_of(c)) for c in run.checkpoints()) or "none"
-        raise CheckpointError(f"--resume {spec}: {ckpt} is not a complete checkpoint; "
-                              f"complete ones are at steps {have}")  # fmt: skip
+        raise CheckpointError(
+            f"--resume {spec}: {ckpt} is not a complete checkpoint; "
+            f"complete ones are at steps {have}"
+        )
     return run.checkpoint(step_of(ckpt) or 0)
 
 

@@ -35,7 +35,7 @@ from t2.rundir.layout import (
     read_meta,
     resolve,
     write_json,
-)  # fmt: skip
+)
 
 STATE_KEYS = ("step", "optimizer", "scheduler", "rng", "data")
 
@@ -58,9 +58,12 @@ def save_weights(state: dict[str, torch.Tensor], folder: Path) -> None:
 
 
 def write_folder(
-    folder: Path, weights: dict[str, torch.Tensor], config_yaml: str, meta: dict[str, Any],
+    folder: Path,
+    weights: dict[str, torch.Tensor],
+    config_yaml: str,
+    meta: dict[str, Any],
     state: dict[str, Any] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """A checkpoint's files into `folder`, COMPLETE last: weights, config, state, meta."""
     save_weights(weights, folder)
     (folder / CONFIG).write_text(config_yaml, encoding="utf-8")
@@ -72,9 +75,15 @@ def write_folder(
 
 
 def save_checkpoint(
-    run: RunDir, step: int, model: torch.nn.Module, cfg: Config, state: dict[str, Any],
-    keep_last: int, best: bool = False, world_size: int = 1,
-) -> Path:  # fmt: skip
+    run: RunDir,
+    step: int,
+    model: torch.nn.Module,
+    cfg: Config,
+    state: dict[str, Any],
+    keep_last: int,
+    best: bool = False,
+    world_size: int = 1,
+) -> Path:
     """Write step-N atomically, mark it as the best if `best`, then prune all but the last
     `keep_last` and the best (marked first, so that the best it replaces is pruned now)."""
     run.checkpoint_dir.mkdir(parents=True, exist_ok=True)

@@ -22,13 +22,22 @@ AXES = ("positional", "norm", "ffn", "norm_position")  # ModelConfig's names for
 RECIPE = "sanity"  # the tiny model and training settings: recipes/sanity.yaml
 NAMED_RECIPES = {"base": "base", "v2": "v2_rope_rmsnorm"}  # named combinations
 # report 002: exact match of at least 99% on the toy tasks, 90% on the two sanity checks
-PASS_MARKS = {"copy": 0.99, "reverse": 0.99, "sort": 0.99, "sum": 0.99,
-              "fake_dates": 0.90, "polynomial": 0.90}  # fmt: skip
+PASS_MARKS = {
+    "copy": 0.99,
+    "reverse": 0.99,
+    "sort": 0.99,
+    "sum": 0.99,
+    "fake_dates": 0.90,
+    "polynomial": 0.90,
+}
 TOY_TASKS = ("copy", "reverse", "sort", "sum")
 ALL_TASKS = tuple(PASS_MARKS)
 # the recipe each task trains: the toy tasks recipes/sanity.yaml, the others a wider model
-TASK_RECIPES = {**dict.fromkeys(TOY_TASKS, RECIPE), "fake_dates": "sanity_text",
-                "polynomial": "sanity_text"}  # fmt: skip
+TASK_RECIPES = {
+    **dict.fromkeys(TOY_TASKS, RECIPE),
+    "fake_dates": "sanity_text",
+    "polynomial": "sanity_text",
+}
 # With no positional information the encoder sees its source as a bag of tokens: two
 # sources that are permutations of one another give the same encoder output as a set, so
 # cross-attention (a weighted sum over it) gives the decoder the same input for both, and a
@@ -46,8 +55,12 @@ EXPECTED_FAILURES = {
 def choices() -> dict[str, list[str]]:
     """The registered values of each axis."""
     position = next(f for f in dataclasses.fields(ModelConfig) if f.name == "norm_position")
-    return {"positional": POSITIONAL.names(), "norm": NORM.names(), "ffn": FFN.names(),
-            "norm_position": sorted(position.metadata["choices"])}  # fmt: skip
+    return {
+        "positional": POSITIONAL.names(),
+        "norm": NORM.names(),
+        "ffn": FFN.names(),
+        "norm_position": sorted(position.metadata["choices"]),
+    }
 
 
 @dataclass(frozen=True)
@@ -85,8 +98,10 @@ class Combination:
 
 @functools.cache
 def _of_recipe(recipe: str) -> Combination:
-    model = {**{f.name: f.default for f in dataclasses.fields(ModelConfig)},
-             **(load_raw(recipe).get("model") or {})}  # fmt: skip
+    model = {
+        **{f.name: f.default for f in dataclasses.fields(ModelConfig)},
+        **(load_raw(recipe).get("model") or {}),
+    }
     return Combination(*(model[axis] for axis in AXES))
 
 

@@ -10,11 +10,27 @@ from pathlib import Path
 from t2.atomic import atomic_text
 from t2.sanity.suite import Outcome
 
-CSV_FIELDS = ("combination", "positional", "norm", "ffn", "norm_position", "task", "pass_mark",
-              "valid_reached", "test_exact_match", "test_sentences", "steps", "stopped_by",
-              "train_seconds", "status", "note")  # fmt: skip
-NOISE = ("* under the mark on the test split, but within 3 standard errors of it: validation "
-         "reached the mark, and the test figure agrees within sampling noise")  # fmt: skip
+CSV_FIELDS = (
+    "combination",
+    "positional",
+    "norm",
+    "ffn",
+    "norm_position",
+    "task",
+    "pass_mark",
+    "valid_reached",
+    "test_exact_match",
+    "test_sentences",
+    "steps",
+    "stopped_by",
+    "train_seconds",
+    "status",
+    "note",
+)
+NOISE = (
+    "* under the mark on the test split, but within 3 standard errors of it: validation "
+    "reached the mark, and the test figure agrees within sampling noise"
+)
 
 
 def _cell(o: Outcome, notes: list[str]) -> str:
@@ -67,10 +83,22 @@ def csv_text(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         em = "" if o.exact_match is None else f"{o.exact_match:.4f}"
         seconds = "" if o.seconds is None else f"{o.seconds:.1f}"
-        writer.writerow([o.combo.label, *o.combo.values(), o.task, o.mark,
-                         o.stopped_by == "stop_exact_match", em, o.sentences or "",
-                         o.steps or "", o.stopped_by, seconds, o.status,
-                         o.note])  # fmt: skip
+        writer.writerow(
+            [
+                o.combo.label,
+                *o.combo.values(),
+                o.task,
+                o.mark,
+                o.stopped_by == "stop_exact_match",
+                em,
+                o.sentences or "",
+                o.steps or "",
+                o.stopped_by,
+                seconds,
+                o.status,
+                o.note,
+            ]
+        )
     return out.getvalue()
 
 

@@ -50,8 +50,10 @@ class Outcome:
         if self.error or self.expected:
             return self.error or self.expected
         if self.stopped_by == "stop_exact_match" and self.scored not in (None, self.steps):
-            return (f"test scored the checkpoint of step {self.scored}, not that of step "
-                    f"{self.steps}, which reached the mark (train.best_metric)")  # fmt: skip
+            return (
+                f"test scored the checkpoint of step {self.scored}, not that of step "
+                f"{self.steps}, which reached the mark (train.best_metric)"
+            )
         return ""
 
     @property
@@ -98,10 +100,18 @@ def task_config(combo: Combination, task: str, overrides: list[str]) -> Config:
 
 def _outcome(combo: Combination, task: str, results: dict[str, Any], read: bool) -> Outcome:
     scored = step_of(results["checkpoint"]) if results.get("checkpoint") else None
-    return Outcome(combo, task, PASS_MARKS[task], results.get("exact_match"),
-                   results.get("steps"), results.get("stopped_by", ""),
-                   results.get("elapsed_s"), results.get("n_sentences"), read=read,
-                   scored=scored)  # fmt: skip
+    return Outcome(
+        combo,
+        task,
+        PASS_MARKS[task],
+        results.get("exact_match"),
+        results.get("steps"),
+        results.get("stopped_by", ""),
+        results.get("elapsed_s"),
+        results.get("n_sentences"),
+        read=read,
+        scored=scored,
+    )
 
 
 def _train(cfg: Config, recipe: str, folder: Path, wandb: str) -> dict[str, Any]:

@@ -41,8 +41,12 @@ POSITIONS = ("sinusoidal", "learned", "rope", "none")
 # why a registered component has no mapping, where the reason is CTranslate2's
 UNEXPRESSED = {"alibi": "CTranslate2 has ALiBi in decoder-only models, not in encoders"}
 NORMS = {"layernorm": False, "rmsnorm": True}  # name -> rms_norm
-FFNS = {"relu": ("RELU", False), "gelu": ("GELU", False), "swiglu": ("SWISH", True),
-        "geglu": ("GELU", True)}  # name -> (Activation member, ffn_glu); GELU is erf's  # fmt: skip
+FFNS = {
+    "relu": ("RELU", False),
+    "gelu": ("GELU", False),
+    "swiglu": ("SWISH", True),
+    "geglu": ("GELU", True),
+}  # name -> (Activation member, ffn_glu); GELU is erf's
 TABLE_POSITIONS = ("sinusoidal", "learned")  # exported as a table of model.max_positions rows
 EXPORT_META = "t2_export.json"  # beside CTranslate2's files: what translation needs of the run
 EXPORT_FORMAT = 1
@@ -122,9 +126,12 @@ def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
 
     activation, glu = FFNS[cfg.ffn]
     options: dict[str, Any] = dict(
-        pre_norm=cfg.norm_position == "pre", activation=getattr(common_spec.Activation, activation),
-        ffn_glu=glu, rms_norm=NORMS[cfg.norm], relative_position=cfg.positional == "none",
-    )  # fmt: skip
+        pre_norm=cfg.norm_position == "pre",
+        activation=getattr(common_spec.Activation, activation),
+        ffn_glu=glu,
+        rms_norm=NORMS[cfg.norm],
+        relative_position=cfg.positional == "none",
+    )
     if cfg.positional == "rope":
         options.update(rotary_dim=0, rotary_interleave=False, rotary_base=cfg.rope_base)
     return options

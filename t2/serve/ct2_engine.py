@@ -43,19 +43,26 @@ def translator(folder: str, device: str, precision: str | None, workers: int) ->
 
     name, index = _device(device)
     return ctranslate2.Translator(
-        folder, device=name, device_index=index, inter_threads=workers,
+        folder,
+        device=name,
+        device_index=index,
+        inter_threads=workers,
         intra_threads=max(1, torch.get_num_threads() // workers),
         compute_type=precision or "default",  # default: the export's --quantization
-    )  # fmt: skip
+    )
 
 
 class Ct2Engine(Engine):
     """CTranslate2's searches over a translator of an export (t2.formats.ct2)."""
 
     def __init__(
-        self, translator: Any, tokenizer: Any, src_bos: bool, max_positions: int | None,
+        self,
+        translator: Any,
+        tokenizer: Any,
+        src_bos: bool,
+        max_positions: int | None,
         workers: int = 1,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.translator, self.tokenizer, self.src_bos = translator, tokenizer, src_bos
         self._max_positions, self.workers = max_positions, workers
         self._noted = False
@@ -114,15 +121,20 @@ class Ct2Engine(Engine):
             # without a length penalty CTranslate2 ends a sentence once its best beam has
             # ended, so beams that t2 would end at a shorter limit leave no trace: go again
             blind = decode.beam_size > 1 and decode.lenpen == 0
-            again = [i for i, r in enumerate(results) if limits[i] < longest
-                     and (blind or self._reached(r.hypotheses, limits[i]))]  # fmt: skip
+            again = [
+                i
+                for i, r in enumerate(results)
+                if limits[i] < longest and (blind or self._reached(r.hypotheses, limits[i]))
+            ]
             for limit in sorted({limits[i] for i in again}):
                 rows = [i for i in again if limits[i] == limit]
                 redo = self._translate([source[i] for i in rows], limit, decode)
                 for i, job in zip(rows, redo, strict=True):
                     results[i] = job.result()
-            return [self._hypotheses(r.hypotheses, r.scores, limits[i], decode)
-                    for i, r in enumerate(results)]  # fmt: skip
+            return [
+                self._hypotheses(r.hypotheses, r.scores, limits[i], decode)
+                for i, r in enumerate(results)
+            ]
 
         return collect
 
@@ -138,12 +150,18 @@ class Ct2Engine(Engine):
         """CTranslate2's asynchronous results of one call (one per sentence)."""
         rerank = decode.beam_size > 1 and decode.lenpen != 0
         return self.translator.translate_batch(
-            source, beam_size=decode.beam_size, length_penalty=decode.lenpen,
+            source,
+            beam_size=decode.beam_size,
+            length_penalty=decode.lenpen,
             num_hypotheses=decode.beam_size if rerank else decode.nbest,
-            max_decoding_length=limit + 1, min_decoding_length=0, max_input_length=0,
-            return_scores=True, return_end_token=True, asynchronous=True,
+            max_decoding_length=limit + 1,
+            min_decoding_length=0,
+            max_input_length=0,
+            return_scores=True,
+            return_end_token=True,
+            asynchronous=True,
             suppress_sequences=[[SPECIALS["pad"]], [SPECIALS["bos"]]],
-        )  # fmt: skip
+        )
 
     def _hypotheses(
         self, tokens: list[list[str]], scores: list[float], limit: int, decode: DecodeConfig
@@ -170,7 +188,9 @@ class Ct2Engine(Engine):
         if decode.stopping != "first_k":
             parts.append(f"stops as decode.stopping=first_k, not {decode.stopping}")
         if decode.length_norm == "gnmt" and decode.lenpen != 0:
-            parts.append("ranks by n^alpha (it has no GNMT form; its finished hypotheses are "
-                         "re-ranked by ((5+n)/6)^alpha)")  # fmt: skip
+            parts.append(
+                "ranks by n^alpha (it has no GNMT form; its finished hypotheses are "
+                "re-ranked by ((5+n)/6)^alpha)"
+            )
         if parts:
             print(f"note: CTranslate2's beam search {'; '.join(parts)}", file=sys.stderr)

@@ -119,9 +119,13 @@ class TorchEngine(Engine):
     """t2's own searches (t2.decoding) over a model in memory."""
 
     def __init__(
-        self, model: Transformer, tokenizer: Any, src_bos: bool = False,
-        device: torch.device | str | None = None, precision: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        model: Transformer,
+        tokenizer: Any,
+        src_bos: bool = False,
+        device: torch.device | str | None = None,
+        precision: str | None = None,
+    ) -> None:
         """`precision` (t2.serve.PRECISIONS): every weight and table cast to that type
         (log-softmax stays float32); None: as stored."""
         model = getattr(model, "module", model)  # unwrap DistributedDataParallel
@@ -155,9 +159,13 @@ class TorchEngine(Engine):
 
 
 def translate(
-    model: Transformer, tokenizer: Any, sentences: Sequence[str], decode: DecodeConfig,
-    src_bos: bool = False, device: torch.device | str | None = None,
-) -> list[str]:  # fmt: skip
+    model: Transformer,
+    tokenizer: Any,
+    sentences: Sequence[str],
+    decode: DecodeConfig,
+    src_bos: bool = False,
+    device: torch.device | str | None = None,
+) -> list[str]:
     """The best translation of each sentence by a model in memory (validation, the Python
     API); pass src_bos=cfg.data.src_bos for runs trained with BOS in front of the source."""
     return TorchEngine(model, tokenizer, src_bos, device).translate(sentences, decode)

@@ -151,6 +151,13 @@ def budget_for(run: Any, state: dict[str, Any], step: int) -> Budget:
             return broadcast(tensor, from_process=0).item()
 
     tokens = TargetTokens(run.sampler, run.target_lengths)
-    return Budget(run.cfg.train, tokens, step, int(state.get("train_tokens", 0)),
-                  float(state.get("elapsed_s", 0.0)), state.get("valid_exact_match"),
-                  acc.num_processes, agree)  # fmt: skip
+    return Budget(
+        run.cfg.train,
+        tokens,
+        step,
+        int(state.get("train_tokens", 0)),
+        float(state.get("elapsed_s", 0.0)),
+        state.get("valid_exact_match"),
+        acc.num_processes,
+        agree,
+    )

@@ -41,11 +41,16 @@ def training_state(
     """Everything beyond the weights that an exact resume needs; `budget` is Budget.state(),
     so a resumed run goes on with its token and time budget."""
     return {
-        "step": step, "best": best, "bad_run": bad_run, **budget,
-        "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
-        "rng": rng_state(), "data": run.sampler.state_dict(),
+        "step": step,
+        "best": best,
+        "bad_run": bad_run,
+        **budget,
+        "optimizer": run.optimizer.state_dict(),
+        "scheduler": run.scheduler.state_dict(),
+        "rng": rng_state(),
+        "data": run.sampler.state_dict(),
         "step_batches": run.sampler.step_batches,
-    }  # fmt: skip
+    }
 
 
 def restore(run: Any, ckpt: Path) -> dict[str, Any]:
@@ -65,6 +70,8 @@ def restore(run: Any, ckpt: Path) -> dict[str, Any]:
     run.sampler.load_state_dict(state["data"])  # names the setting that changed, if any
     saved, now = state.get("step_batches"), run.sampler.step_batches
     if saved != now and run.accelerator.is_main_process:
-        print(f"resume: {now} batches per step (processes x train.accumulate), saved with "
-              f"{saved}: the data go on where they stopped; updates differ in size")  # fmt: skip
+        print(
+            f"resume: {now} batches per step (processes x train.accumulate), saved with "
+            f"{saved}: the data go on where they stopped; updates differ in size"
+        )
     return state

@@ -77,10 +77,9 @@ def train(
     bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
     stats = StepStats.restored(state.get("stats"), acc.device, bad_run)
     pad = run.tokenizer.pad_token_id
+    smoothing, clip = cfg.train.label_smoothing, cfg.train.clip_norm
     budget, t0 = budget_for(run, state, step), time.perf_counter()  # counters go on from state
-    # a bar of steps on a terminal; in a log file (not a TTY) one line per logged step instead
-    bar = tqdm(total=cfg.train.max_steps, initial=step,
-               disable=not (acc.is_main_process and sys.stderr.isatty()))  # fmt: skip
+    bar = progress_bar(cfg.train.max_steps, step, acc.is_main_process)
     model.train()
     stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
     lost = LostProcess(acc, cfg.train.collective_timeout, run.run_dir.latest)
@@ -89,8 +88,7 @@ def train(
             lost.mark(step)
             micro = [next(batches) for _ in range(cfg.train.accumulate)]
             with out_of_memory(cfg, step, run.planned_bytes, run.run_dir):
-                train_step(acc, run.forward, run.optimizer, micro, pad,
-                           cfg.train.label_smoothing, cfg.train.clip_norm, stats)  # fmt: skip
+                train_step(acc, run.forward, run.optimizer, micro, pad, smoothing, clip, stats)
             run.scheduler.step()
             step += 1
             bar.update(1)
@@ -112,6 +110,12 @@ def train(
                 preempt.finish(step, save_now(run, step, best, stats, budget))
     bar.close()
     return run, budget.outcome(stopped_by, step)
+
+
+def progress_bar(total: int, step: int, main: bool) -> tqdm:
+    """A bar of steps on a terminal; in a log file (not a TTY) one line per logged step
+    instead (flush)."""
+    return tqdm(total=total, initial=step, disable=not (main and sys.stderr.isatty()))
 
 
 def report_compilation(run: Training, record: dict[str, Any], step: int) -> None:
@@ -145,23 +149,34 @@ def start_from(run: Training, resume: bool | str | None) -> Path | None:
             later = set_aside_after(run.run_dir, ckpt)
             if later:
                 names = ", ".join(c.name for c in later)
-                print(f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*",
-                      flush=True)  # fmt: skip
+                print(
+                    f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*",
+                    flush=True,
+                )
         run.waits.everyone()
     return ckpt
 
 
-def flush(run: Training, step: int, stats: StepStats, seconds: float, bar: Any, budget: Budget,
-          log: MetricsLog | None) -> dict[str, Any]:  # fmt: skip
+def flush(
+    run: Training,
+    step: int,
+    stats: StepStats,
+    seconds: float,
+    bar: Any,
+    budget: Budget,
+    log: MetricsLog | None,
+) -> dict[str, Any]:
     """Log the sums since the last logged step; stop a run of too many non-finite losses."""
     record = log_step(run, step, stats, seconds, bar, budget)
     run.accelerator.log(record, step=step)
     if log:
         log.write(record)
     if record["bad_run"] >= run.cfg.train.max_nonfinite:
-        raise T2Error(f"{record['bad_run']} non-finite losses in a row at step {step}; "
-                      f"{_good_checkpoint(run.run_dir)}: lower train.max_lr or set "
-                      f"train.clip_norm")  # fmt: skip
+        raise T2Error(
+            f"{record['bad_run']} non-finite losses in a row at step {step}; "
+            f"{_good_checkpoint(run.run_dir)}: lower train.max_lr or set "
+            f"train.clip_norm"
+        )
     return record
 
 
@@ -173,8 +188,15 @@ def save_now(run: Training, step: int, best: list | None, stats: StepStats, budg
         state = training_state(run, step, best, int(stats.bad_run.item()), budget.state())
         state["stats"] = stats.state()
         if acc.is_main_process:
-            save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), run.cfg, state,
-                            run.cfg.train.keep_last, world_size=acc.num_processes)  # fmt: skip
+            save_checkpoint(
+                run.run_dir,
+                step,
+                acc.unwrap_model(run.model),
+                run.cfg,
+                state,
+                run.cfg.train.keep_last,
+                world_size=acc.num_processes,
+            )
         run.waits.everyone()
     return ckpt
 
@@ -205,13 +227,20 @@ def log_step(
     if run.forward.compiled is not None:  # graphs so far: flat once every shape was seen
         record["compiles"] = compiled_graphs()
     left = budget.seconds_left(step) / 60  # the nearest limit: steps, minutes or tokens
-    shown = {"loss": f"{record['loss']:.3f}", "lr": f"{record['lr']:.2e}",
-             "tok_s": f"{record['tokens_per_s']:.0f}"}  # fmt: skip
+    shown = {
+        "loss": f"{record['loss']:.3f}",
+        "lr": f"{record['lr']:.2e}",
+        "tok_s": f"{record['tokens_per_s']:.0f}",
+    }
     if not bar.disable:
         bar.set_postfix(**shown, left=f"{left:.1f}m")
     elif acc.is_main_process:
-        print(f"step {step}/{run.cfg.train.max_steps} " + " ".join(f"{k}={v}" for k, v in
-              shown.items()) + f" left={left:.1f}m", flush=True)  # fmt: skip
+        print(
+            f"step {step}/{run.cfg.train.max_steps} "
+            + " ".join(f"{k}={v}" for k, v in shown.items())
+            + f" left={left:.1f}m",
+            flush=True,
+        )
     return record
 
 
@@ -242,9 +271,16 @@ def evaluate_and_save(
     if step % cfg.train.save_every == 0 or stopped_by or better:
         state = training_state(run, step, best, bad_run, budget.state())
         if acc.is_main_process:
-            save_checkpoint(run.run_dir, step, acc.unwrap_model(run.model), cfg, state,
-                            cfg.train.keep_last, best=better,
-                            world_size=acc.num_processes)  # fmt: skip
+            save_checkpoint(
+                run.run_dir,
+                step,
+                acc.unwrap_model(run.model),
+                cfg,
+                state,
+                cfg.train.keep_last,
+                best=better,
+                world_size=acc.num_processes,
+            )
     run.waits.everyone()
     return best, stopped_by
 

@@ -66,8 +66,16 @@ def lr_find(cfg: Config, run_dir: Path) -> tuple[float, Path]:
             group["lr"] = lr
         micro = [next(batches) for _ in range(cfg.train.accumulate)]
         stats = StepStats.zeros(acc.device)
-        train_step(acc, run.forward, run.optimizer, micro, run.tokenizer.pad_token_id,
-                   cfg.train.label_smoothing, cfg.train.clip_norm, stats)  # fmt: skip
+        train_step(
+            acc,
+            run.forward,
+            run.optimizer,
+            micro,
+            run.tokenizer.pad_token_id,
+            cfg.train.label_smoothing,
+            cfg.train.clip_norm,
+            stats,
+        )
         losses.append(step_loss(stats))  # stays on the device
     values = torch.stack(losses).tolist()  # one synchronisation for the whole sweep
     suggestion, index = suggest(lrs, values)

@@ -29,8 +29,18 @@ from t2.train.precision import wanted as cast_wanted
 CPU_MICRO_BATCH = 4096  # tokens: what the CPU recipes always used (docs/performance.md)
 USABLE = 0.85  # share of a GPU's memory a plan fills: the caching allocator's fragmentation
 RESERVED = 2**30  # and, off the top, the CUDA context and the cuBLAS/cuDNN workspaces
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 @dataclass(frozen=True)
@@ -44,8 +54,9 @@ def parse_size(text: str) -> int:
     """Bytes from '80GiB', '16GB', '24000MiB' or a plain number of bytes."""
     found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
     if not found or found.group(2).lower() not in _UNITS or float(found.group(1)) <= 0:
-        raise ConfigError(f"--device-memory {text!r} is not a memory size; write e.g. 80GiB, "
-                          f"16GB or 24000MiB")  # fmt: skip
+        raise ConfigError(
+            f"--device-memory {text!r} is not a memory size; write e.g. 80GiB, 16GB or 24000MiB"
+        )
     return int(float(found.group(1)) * _UNITS[found.group(2).lower()])
 
 
@@ -78,18 +89,26 @@ class BatchPlan:
     def line(self) -> str:
         """The plan in one line, as training prints it at start-up."""
         asked = f" (train.global_batch {self.global_batch:,})" if self.global_batch else ""
-        if self.global_batch and "train.accumulate" not in self.planned and (
-                "data.max_tokens" not in self.planned):  # fmt: skip
+        if (
+            self.global_batch
+            and "train.accumulate" not in self.planned
+            and ("data.max_tokens" not in self.planned)
+        ):
             asked = f" (train.global_batch {self.global_batch:,} unused: both keys are set)"
-        room = (f"at most {self.fits:,} tokens fit {self.device.memory / 2**30:.1f} GiB by the "
-                f"memory model" if self.fits and self.device.memory
-                else f"at most {CPU_MICRO_BATCH:,} tokens on a CPU")  # fmt: skip
+        room = (
+            f"at most {self.fits:,} tokens fit {self.device.memory / 2**30:.1f} GiB by the "
+            f"memory model"
+            if self.fits and self.device.memory
+            else f"at most {CPU_MICRO_BATCH:,} tokens on a CPU"
+        )
         how = f"{', '.join(self.planned)} planned: {room}" if self.planned else "as set"
-        return (f"batch plan: {self.processes} process{'es' * (self.processes > 1)} x "
-                f"{self.accumulate} micro-batch{'es' * (self.accumulate > 1)} x "
-                f"{self.max_tokens:,} tokens = {self.step_tokens:,} tokens a step{asked}; "
-                f"{how}; {self.estimate.total / 2**30:.1f} GiB by the model on "
-                f"{self.device.name}")  # fmt: skip
+        return (
+            f"batch plan: {self.processes} process{'es' * (self.processes > 1)} x "
+            f"{self.accumulate} micro-batch{'es' * (self.accumulate > 1)} x "
+            f"{self.max_tokens:,} tokens = {self.step_tokens:,} tokens a step{asked}; "
+            f"{how}; {self.estimate.total / 2**30:.1f} GiB by the model on "
+            f"{self.device.name}"
+        )
 
 
 def mixed_precision(choice: str, cuda: bool | None = None, quiet: bool = False) -> str:
@@ -106,8 +125,11 @@ def mixed_precision(choice: str, cuda: bool | None = None, quiet: bool = False) 
     if choice == "fp16" and not cuda:
         if quiet:
             return "bf16"
-        print("train.mixed_precision=fp16 needs CUDA's loss scaler; using bf16 on this CPU "
-              "(set train.mixed_precision=bf16 or no to silence this)", flush=True)  # fmt: skip
+        print(
+            "train.mixed_precision=fp16 needs CUDA's loss scaler; using bf16 on this CPU "
+            "(set train.mixed_precision=bf16 or no to silence this)",
+            flush=True,
+        )
         return "bf16"
     return choice
 
@@ -130,8 +152,9 @@ def fit_tokens(cfg: Config, n_params: int, device: Device) -> int:
     low, high = 0, 1 << 24
     while high - low > 8:  # the estimate grows with the tokens
         mid = (low + high) // 2 // 8 * 8
-        low, high = (mid, high) if _estimate(cfg, n_params, mid, device).total <= room else (
-            low, mid)  # fmt: skip
+        low, high = (
+            (mid, high) if _estimate(cfg, n_params, mid, device).total <= room else (low, mid)
+        )
     return low
 
 

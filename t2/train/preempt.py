@@ -35,8 +35,9 @@ class Preemption:
                 self.before[sig] = signal.signal(sig, self._note)
         return self
 
-    def __exit__(self, kind: type | None, err: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, kind: type | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
         for sig, handler in self.before.items():
             signal.signal(sig, handler)
 
@@ -63,8 +64,11 @@ class Preemption:
         job = os.environ.get("SLURM_JOB_ID")
         if self.received == signal.SIGUSR1 and job and shutil.which("scontrol"):
             done = subprocess.run(["scontrol", "requeue", job], capture_output=True, check=False)
-            requeued = f"; SLURM job {job} requeued" if done.returncode == 0 else (
-                f"; scontrol requeue {job} failed, requeue it by hand")  # fmt: skip
+            requeued = (
+                f"; SLURM job {job} requeued"
+                if done.returncode == 0
+                else (f"; scontrol requeue {job} failed, requeue it by hand")
+            )
         raise PreemptedError(
             f"{name} at step {step}: checkpoint {checkpoint} saved{requeued}; continue with "
             f"--resume",

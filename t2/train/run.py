@@ -47,8 +47,13 @@ def _train_and_score(
             autocast=acc.autocast,
         )
         parameters = count_parameters(model)["total"]  # kept where the weights are not
-        results = {"recipe": recipe, "checkpoint": str(best), "parameters": parameters,
-                   **outcome, **scores}  # fmt: skip
+        results = {
+            "recipe": recipe,
+            "checkpoint": str(best),
+            "parameters": parameters,
+            **outcome,
+            **scores,
+        }
         write_lines(run.run_dir.test_hyps, hyps)
         write_lines(run.run_dir.test_refs, list(pairs["tgt"]))
         write_results(run.run_dir, results)

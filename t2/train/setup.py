@@ -104,10 +104,20 @@ def split_loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, wo
     step_batches = world * cfg.train.accumulate if shuffle else world
     d = cfg.data
     sampler = BatchSampler(
-        lengths(ds, "src"), lengths(ds, "tgt"), d.max_tokens, d.batch_size, cfg.train.seed,
-        shuffle, rank, world, step_batches, max_shapes=d.max_shapes,
-        rows_multiple=d.pad_multiple, length_multiple=d.length_multiple, cost=batch_cost(cfg),
-    )  # fmt: skip
+        lengths(ds, "src"),
+        lengths(ds, "tgt"),
+        d.max_tokens,
+        d.batch_size,
+        cfg.train.seed,
+        shuffle,
+        rank,
+        world,
+        step_batches,
+        max_shapes=d.max_shapes,
+        rows_multiple=d.pad_multiple,
+        length_multiple=d.length_multiple,
+        cost=batch_cost(cfg),
+    )
     return sampler, make_loader(ds, sampler, pad_id, cfg.train.loader_workers if shuffle else 0)
 
 
@@ -118,8 +128,9 @@ def batch_cost(cfg: Config) -> Any:
 
     def cost(rows: int, src_len: int, tgt_len: int) -> float:
         longest = max(src_len, tgt_len)
-        return estimate_memory(cfg.model, 0, rows * longest, longest, sixteen,
-                               device.kind).activations  # fmt: skip
+        return estimate_memory(
+            cfg.model, 0, rows * longest, longest, sixteen, device.kind
+        ).activations
 
     return cost
 

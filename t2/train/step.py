@@ -35,8 +35,9 @@ class StepStats:
         return cls(z(), z(), z(), z() if bad_run is None else bad_run)
 
     @classmethod
-    def restored(cls, saved: dict[str, float] | None, device: torch.device,
-                 bad_run: Tensor) -> StepStats:  # fmt: skip
+    def restored(
+        cls, saved: dict[str, float] | None, device: torch.device, bad_run: Tensor
+    ) -> StepStats:
         """The sums a checkpoint between two logging steps saved (state()), else zeros."""
         stats = cls.zeros(device, bad_run)
         for name, value in (saved or {}).items():
@@ -45,8 +46,11 @@ class StepStats:
 
     def state(self) -> dict[str, float]:
         """The sums since the last logged step (a host read: checkpoints only)."""
-        return {"loss": self.loss.item(), "tokens": self.tokens.item(),
-                "skipped": self.skipped.item()}  # fmt: skip
+        return {
+            "loss": self.loss.item(),
+            "tokens": self.tokens.item(),
+            "skipped": self.skipped.item(),
+        }
 
 
 def train_step(
@@ -61,8 +65,10 @@ def train_step(
 ) -> None:
     device, model = accelerator.device, forward.model
     seeds = [int(b["seed"]) if "seed" in b else None for b in micro_batches]  # host tensors
-    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items() if k != "seed"}
-               for b in micro_batches]  # fmt: skip
+    batches = [
+        {k: v.to(device, non_blocking=True) for k, v in b.items() if k != "seed"}
+        for b in micro_batches
+    ]
     # target tokens of the whole step, counted and reduced on the device: no host round trip
     local_tokens = torch.stack([b["tgt_out"].ne(pad_id).sum() for b in batches]).sum().float()
     total = accelerator.reduce(local_tokens.clone(), "sum")

@@ -62,8 +62,13 @@ def init_wandb(
     os.environ.setdefault("WANDB_SILENT", "true")
     train = cfg.train
     tags = [recipe, cfg.model.positional, cfg.model.norm, cfg.model.ffn, cfg.model.norm_position]
-    wandb_args = {"mode": mode, "group": train.wandb_group or recipe, "tags": tags,
-                  "name": train.wandb_name or Path(run_dir).name, "dir": str(run_dir)}  # fmt: skip
+    wandb_args = {
+        "mode": mode,
+        "group": train.wandb_group or recipe,
+        "tags": tags,
+        "name": train.wandb_name or Path(run_dir).name,
+        "dir": str(run_dir),
+    }
     if train.wandb_job_type:
         wandb_args["job_type"] = train.wandb_job_type
     try:

@@ -26,9 +26,14 @@ def forced_summary(
 
 
 def greedy_scores(
-    model: torch.nn.Module, tokenizer: Any, sources: list[str], references: list[str],
-    decode: DecodeConfig, device: torch.device, src_bos: bool,
-) -> dict[str, Any]:  # fmt: skip
+    model: torch.nn.Module,
+    tokenizer: Any,
+    sources: list[str],
+    references: list[str],
+    decode: DecodeConfig,
+    device: torch.device,
+    src_bos: bool,
+) -> dict[str, Any]:
     """BLEU, chrF and exact match of greedy translations of `sources`."""
     greedy = replace(decode, search="greedy", nbest=1)
     hyps = translate(model, tokenizer, sources, greedy, src_bos, device)
@@ -43,10 +48,15 @@ def score_translations(hyps: list[str], references: list[str]) -> dict[str, Any]
 
 
 def final_evaluation(
-    model: torch.nn.Module, tokenizer: Any, pairs: Any, loader: Any, decode: DecodeConfig,
-    device: torch.device, src_bos: bool,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    pairs: Any,
+    loader: Any,
+    decode: DecodeConfig,
+    device: torch.device,
+    src_bos: bool,
     autocast: Callable[[], AbstractContextManager] = nullcontext,
-) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+) -> tuple[dict[str, Any], list[str]]:
     """The test split: teacher-forced figures (under `autocast`: the training's precision, as
     validation computes them) and the scores of `decode`'s search, then its translations."""
     with autocast():
