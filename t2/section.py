@@ -66,7 +66,7 @@ class Section:
             where = f"{self.SECTION}.{f.name}"
             object.__setattr__(self, f.name, _coerce(value, hints[f.name], where))
             if "registry" in f.metadata:
-                f.metadata["registry"].get(value)
+                f.metadata["registry"].check(value)
             if "choices" in f.metadata and value not in f.metadata["choices"]:
                 valid = ", ".join(sorted(set(f.metadata["choices"])))
                 raise ConfigError(f"invalid {where} {value!r}; valid choices: {valid}")

@@ -1,10 +1,14 @@
 """The package's shape, measured from its source: no import cycle among t2's modules or its
-packages (imports inside functions count), no function-level import of a t2 module outside
-the command layer, modules under 300 lines and functions under 60."""
+packages (imports inside functions and type-only imports count), every package importing
+only from the layers below its own, a config floor that `t2 --help` loads without torch, no
+function-level import of a t2 module outside the command layer, modules under 300 lines and
+functions under 60."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,47 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "t2"
 COMMAND_LAYER = ("t2.cli", "t2.commands")  # verbs import lazily so `t2 --help` stays quick
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 300, 60
+# the packages from the bottom up: a package imports only from the layers below its own
+LAYERS = (
+    ("t2", "t2.errors", "t2.specials", "t2.machine"),
+    ("t2.registry", "t2.atomic", "t2.progress"),
+    ("t2.section",),
+    ("t2.model", "t2.data"),  # each with its config section on the floor (CONFIG_FLOOR)
+    ("t2.decoding",),
+    ("t2.config",),
+    ("t2.recipes", "t2.rundir", "t2.serve"),
+    ("t2.hub",),
+    ("t2.formats",),
+    ("t2.opener",),
+    ("t2.evaluation", "t2.exporting"),
+    ("t2.train",),
+    ("t2.describe", "t2.sanity", "t2.experiments"),
+    ("t2.figures",),
+    ("t2.commands",),
+    ("t2.cli",),
+    ("t2.__main__",),
+)
+# the config layer: names, sections and recipes, checked without the code they configure;
+# with the command layer it is all that `t2 --help` and `t2 VERB --help` import
+CONFIG_FLOOR = {
+    "t2",
+    "t2.errors",
+    "t2.atomic",
+    "t2.registry",
+    "t2.section",
+    "t2.config",
+    "t2.data",
+    "t2.data.config",
+    "t2.model",
+    "t2.model.config",
+    "t2.decoding",
+    "t2.decoding.options",
+    "t2.recipes",
+    "t2.formats",
+    "t2.formats.options",
+    "t2.serve",
+}
+HEAVY = ("torch", "transformers", "accelerate", "datasets", "tokenizers", "sacrebleu", "numpy")
 
 
 def _modules() -> dict[str, Path]:
@@ -45,9 +90,9 @@ def _target(node: ast.ImportFrom | ast.Import, module: str, is_package: bool) ->
     return sorted(set(found))
 
 
-def _imports() -> tuple[dict[str, set[str]], list[str]]:
-    """Each module's t2 imports (TYPE_CHECKING blocks aside), and the function-level ones
-    outside the command layer as 'module:line -> target'."""
+def _imports(type_only: bool = False) -> tuple[dict[str, set[str]], list[str]]:
+    """Each module's t2 imports (TYPE_CHECKING blocks too with `type_only`), and the
+    function-level ones outside the command layer as 'module:line -> target'."""
     edges: dict[str, set[str]] = {m: set() for m in MODULES}
     inside: list[str] = []
     for module, path in MODULES.items():
@@ -60,7 +105,10 @@ def _imports() -> tuple[dict[str, set[str]], list[str]]:
             while up in parents:
                 up = parents[up]
                 chain.append(up)
-            if any(isinstance(p, ast.If) and "TYPE_CHECKING" in ast.unparse(p.test) for p in chain):
+            checking = (
+                isinstance(p, ast.If) and "TYPE_CHECKING" in ast.unparse(p.test) for p in chain
+            )
+            if not type_only and any(checking):
                 continue
             targets = _target(node, module, path.name == "__init__.py")
             edges[module].update(targets)
@@ -103,15 +151,72 @@ def _package(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def test_no_import_cycle_among_modules_or_packages():
-    edges, _ = _imports()
-    assert _cycles(edges) == []
+def _package_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     packages: dict[str, set[str]] = {}
     for a, targets in edges.items():
         packages.setdefault(_package(a), set()).update(
             _package(b) for b in targets if _package(b) != _package(a)
         )
-    assert _cycles(packages) == []
+    return packages
+
+
+@pytest.mark.parametrize("type_only", [False, True], ids=["runtime", "type-only-too"])
+def test_no_import_cycle_among_modules_or_packages(type_only):
+    edges, _ = _imports(type_only)
+    assert _cycles(edges) == []
+    assert _cycles(_package_edges(edges)) == []
+
+
+def test_each_package_imports_only_from_the_layers_below():
+    layer = {package: i for i, names in enumerate(LAYERS) for package in names}
+    packages = _package_edges(_imports(type_only=True)[0])
+    assert set(packages) == set(layer), "place each package in LAYERS"
+    up = [f"{a} -> {b}" for a, bs in packages.items() for b in bs if layer[b] >= layer[a]]
+    assert up == []
+
+
+def _heavy_imports(path: Path) -> list[str]:
+    """The heavy third-party libraries a module imports outside functions and TYPE_CHECKING."""
+    found = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append(node.module or "")
+    return [n for n in found if n.split(".")[0] in HEAVY]
+
+
+def test_the_config_floor_imports_no_implementation_and_no_torch():
+    """The floor's modules import only each other, and none of them torch (or another heavy
+    library): a registry names its components' modules and imports one when a model or a
+    search is built (t2.registry)."""
+    edges, _ = _imports(type_only=True)
+    outside = {f"{m} -> {t}" for m in CONFIG_FLOOR for t in edges[m] if t not in CONFIG_FLOOR}
+    assert outside == set()
+    heavy = {m: _heavy_imports(MODULES[m]) for m in CONFIG_FLOOR}
+    assert {m: h for m, h in heavy.items() if h} == {}
+    commands = [m for m in MODULES if m.startswith(COMMAND_LAYER)]
+    below = {t for m in commands for t in _top_level(m) if not t.startswith(COMMAND_LAYER)}
+    assert below <= CONFIG_FLOOR, "a verb imports its implementation inside run()"
+
+
+def _top_level(module: str) -> set[str]:
+    """The t2 modules a module imports outside its functions (and TYPE_CHECKING)."""
+    path = MODULES[module]
+    nodes = [n for n in ast.parse(path.read_text(encoding="utf-8")).body]
+    imports = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return {t for n in imports for t in _target(n, module, path.name == "__init__.py")}
+
+
+def test_help_loads_no_torch():
+    """`t2 --help` and every verb's --help build without importing torch (their speed is
+    benchmarks/bench_cli.py's to measure)."""
+    code = (
+        "import sys; from t2.cli import build_parser; build_parser(); "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_t2_modules_are_imported_at_the_top_outside_the_command_layer():

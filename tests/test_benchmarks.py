@@ -507,3 +507,22 @@ def test_the_benchmark_loop_prepares_its_model_with_train_pys_own_function():
     assert loops.prepare_training is setup.prepare_training
     assert "prepare_training(" in inspect.getsource(loops.T2Engine.__init__)
     assert "build_optimizer" not in inspect.getsource(loops.T2Engine)
+
+
+def test_bench_cli_times_help_screens_against_the_interpreter_and_torch(tmp_path, capsys):
+    records = load("bench_cli").main(
+        ["--rounds", "1", "--verbs", "train", "--json", str(tmp_path / "c.json")]
+    )
+    labels = [r["command"] for r in records]
+    assert labels == ["python -c pass", "python -c 'import torch'", "t2 --help", "t2 train --help"]
+    assert all(r["min_s"] <= r["median_s"] <= r["max_s"] for r in records)
+    assert [("meets_target" in r) for r in records] == [False, False, True, True]
+    assert json.loads((tmp_path / "c.json").read_text()) == records
+    assert "t2 train --help" in capsys.readouterr().out
+
+
+def test_bench_cli_refuses_an_unknown_verb():
+    from t2.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--verbs trian unknown"):
+        load("bench_cli").parse_args(["--verbs", "train,trian"])

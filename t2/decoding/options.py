@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-import t2.decoding.search  # noqa: F401  (registers the strategies)
 from t2.errors import ConfigError
 from t2.registry import SEARCH
 from t2.section import Section, choice, component, option

@@ -9,17 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from t2.model.config import gated_hidden_size
 from t2.model.fused import Dropout, gated_projection
 from t2.registry import FFN
-
-
-def gated_hidden_size(d_ff: int, multiple_of: int = 8) -> int:
-    """Hidden size of a gated FFN with the parameter count of an ungated one of size d_ff.
-
-    A gated FFN has three d_model x hidden matrices instead of two, so hidden = 2/3 d_ff
-    (Shazeer 2020), rounded to a multiple of 8 for efficient matrix kernels.
-    """
-    return max(multiple_of, multiple_of * round(2 * d_ff / 3 / multiple_of))
 
 
 class FeedForward(nn.Module):
