@@ -46,6 +46,15 @@ def block_loss_and_grad(
     return loss.masked_fill_(pad, 0.0).sum()
 
 
+def projection_dtype(hidden: Tensor, weight: Tensor) -> torch.dtype:
+    """The dtype the output projection runs in, as F.linear would: autocast's, else the
+    inputs' promoted type."""
+    kind = hidden.device.type
+    if torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return torch.promote_types(hidden.dtype, weight.dtype)
+
+
 def folded_scale(grad_scale: Tensor | float | None) -> float | None:
     """grad_scale as a float (a CPU tensor's value: no device sync on this CPU-only path).
     Zero is refused: the folded gradient would be all zeros, and no later factor could
@@ -132,12 +141,7 @@ class ProjectedCrossEntropy(torch.autograd.Function):
         eps: float,
         scale: float | None,
     ) -> Tensor:
-        kind = hidden.device.type
-        dtype = (
-            torch.get_autocast_dtype(kind)
-            if torch.is_autocast_enabled(kind)
-            else torch.promote_types(hidden.dtype, weight.dtype)
-        )
+        kind, dtype = hidden.device.type, projection_dtype(hidden, weight)
         with torch.autocast(kind, enabled=False):  # the products in autocast's dtype, as F.linear
             d, flat_t = hidden.shape[-1], target.reshape(-1)
             rows = flat_t.ne(pad_id).nonzero().squeeze(1)  # a host sync: this path is CPU-only

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from t2.model.fused import first_order_only
-from t2.model.loss_blocks import block_loss_and_grad
+from t2.model.loss_blocks import block_loss_and_grad, projection_dtype
 
 Tensor = torch.Tensor
 
@@ -30,12 +30,7 @@ class ChunkedProjectedCrossEntropy(torch.autograd.Function):
         pad_id: int,  # type: ignore[override]
         eps: float,
     ) -> Tensor:
-        kind = hidden.device.type
-        dtype = (
-            torch.get_autocast_dtype(kind)
-            if torch.is_autocast_enabled(kind)
-            else torch.promote_types(hidden.dtype, weight.dtype)
-        )
+        kind, dtype = hidden.device.type, projection_dtype(hidden, weight)
         with torch.autocast(kind, enabled=False):
             h = hidden.reshape(-1, hidden.shape[-1]).to(dtype)
             w, ids = weight.to(dtype), target.reshape(-1, 1)
