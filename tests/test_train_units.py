@@ -111,12 +111,55 @@ def test_a_non_finite_step_is_skipped_without_changing_weights(precision, capsys
     with torch.no_grad():
         model.encoder[0].ffn.w1.bias[0] = float("nan")  # poisons the loss
     before = {k: v.clone() for k, v in model.state_dict().items()}
+    moments = _cloned(opt.state_dict()["state"])
+    attributes = set(vars(opt.optimizer))
     for _ in range(2):
         train_step(acc, TrainingForward(model, False), opt, [_batch()], 0, 0.1, 0.0, stats)
     assert stats.skipped.item() == 2 and stats.bad_run.item() == 2
     for k, v in model.state_dict().items():  # the poisoned bias too, its NaN in place
         torch.testing.assert_close(v, before[k], rtol=0, atol=0, equal_nan=True, msg=k)
+    torch.testing.assert_close(opt.state_dict()["state"], moments, rtol=0, atol=0)  # and steps
+    assert set(vars(opt.optimizer)) == attributes  # the skip flag lasted its step alone
+    assert "found_inf" not in attributes
     assert math.isfinite(stats.loss.item())  # skipped steps add nothing to the logged loss
+
+
+def _cloned(state: dict) -> dict:
+    return {i: {k: v.clone() for k, v in s.items()} for i, s in state.items()}
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_the_optimizer_is_torch_s_fused_one_that_skips_a_flagged_step(name):
+    """build_optimizer's Adam(W) keeps torch's state_dict (checkpoints load either way) and
+    adds skip_if: a flagged step changes nothing, the next one steps; pickled, it still
+    forgets the flag after a step."""
+    import copy
+
+    from t2.train.optim import skippable
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    opt = build_optimizer(model, TrainConfig(optimizer=name), 4)
+    plain = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name]
+    assert isinstance(opt, plain) and opt.defaults["fused"]
+    model(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    weights, state = model.weight.detach().clone(), _cloned(opt.state_dict()["state"])
+    for copied in (opt, copy.deepcopy(opt)):
+        assert skippable(copied) is copied
+        copied.skip_if(torch.tensor(1.0))
+        copied.step()
+        assert "found_inf" not in vars(copied)
+    torch.testing.assert_close(model.weight, weights, rtol=0, atol=0)
+    torch.testing.assert_close(opt.state_dict()["state"], state, rtol=0, atol=0)
+    opt.skip_if(torch.tensor(0.0))
+    opt.step()
+    assert not torch.equal(model.weight, weights) and opt.state[model.weight]["step"].item() == 2
+    reference = plain(model.parameters(), fused=True)
+    groups = [opt.state_dict()["param_groups"], reference.state_dict()["param_groups"]]
+    assert groups[0][0].keys() == groups[1][0].keys()
+    with pytest.raises(TypeError, match="cannot skip"):
+        skippable(reference)
 
 
 @pytest.mark.usefixtures("fresh_accelerator_state")

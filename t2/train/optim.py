@@ -1,16 +1,19 @@
 """Optimiser and learning-rate schedules.
 
 Weight decay applies to weight matrices only: norms, biases and embeddings are excluded
-(report 000). Schedules return a multiplier of the peak learning rate for LambdaLR.
+(report 000). The optimiser is PyTorch's fused Adam or AdamW with one public addition,
+`skip_if`, that skips a step on the device (train_step skips a non-finite one with no host
+read). Schedules return a multiplier of the peak learning rate for LambdaLR.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from t2.config import TrainConfig
 
@@ -38,15 +41,54 @@ def peak_lr(cfg: TrainConfig, d_model: int) -> float:
     return d_model**-0.5 * max(cfg.warmup_steps, 1) ** -0.5
 
 
-def build_optimizer(model: nn.Module, cfg: TrainConfig, d_model: int) -> torch.optim.Optimizer:
-    """Adam (the paper) or AdamW; fused kernels, which can also skip a non-finite step."""
-    cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+class SkippableAdam(torch.optim.Adam):
+    """Fused Adam whose next step can be skipped on the device (`skip_if`); its state and
+    state_dict are torch.optim.Adam's."""
+
+    def __init__(self, params: Any, **options: Any) -> None:
+        super().__init__(params, **options, fused=True)
+        self.register_step_post_hook(_forget_skip)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)  # a pickled optimiser keeps no hooks
+        self.register_step_post_hook(_forget_skip)
+
+    def skip_if(self, bad: Tensor) -> None:
+        """The next step changes nothing (parameters, moments, step counts) where `bad`, a
+        0-d float32 tensor on the parameters' device, is 1, and runs where it is 0: decided
+        by the fused kernel, with no host read. The kernel reads `bad` as `found_inf`, the
+        flag PyTorch's GradScaler sets on its own path (fp16 on CUDA), which skips by itself
+        and must not call this."""
+        self.found_inf = bad
+        self._skip_set = True
+
+
+class SkippableAdamW(SkippableAdam, torch.optim.AdamW):
+    """Fused AdamW with `skip_if`."""
+
+
+def _forget_skip(optimizer: SkippableAdam, args: Any, kwargs: Any) -> None:
+    """After a step: the flag `skip_if` set applied to that step alone."""
+    if optimizer.__dict__.pop("_skip_set", False):
+        del optimizer.found_inf
+
+
+def skippable(optimizer: Any) -> SkippableAdam:
+    """The t2 optimiser, under Accelerate's AcceleratedOptimizer or not."""
+    inner = getattr(optimizer, "optimizer", optimizer)
+    if not isinstance(inner, SkippableAdam):
+        raise TypeError(f"{type(inner).__name__} cannot skip a step; build_optimizer's can")
+    return inner
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig, d_model: int) -> SkippableAdam:
+    """Adam (the paper) or AdamW, both fused and able to skip a step (`skip_if`)."""
+    cls = SkippableAdamW if cfg.optimizer == "adamw" else SkippableAdam
     return cls(
         param_groups(model, cfg.weight_decay),
         lr=peak_lr(cfg, d_model),
         betas=cfg.betas,
         eps=cfg.eps,
-        fused=True,
     )
 
 

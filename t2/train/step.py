@@ -3,7 +3,7 @@
 The loss is summed over tokens and divided by the number of target tokens of the whole
 step (all micro-batches of all processes), so N processes, or one process accumulating N
 micro-batches, compute the same update (fairseq's normalisation). A step whose gradient
-norm is not finite is skipped on the device by the fused optimiser's `found_inf` flag.
+norm is not finite is skipped on the device by the optimiser's `skip_if` (t2.train.optim).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 from accelerate import Accelerator
 
 from t2.train.compiling import TrainingForward
+from t2.train.optim import skippable
 
 Tensor = torch.Tensor
 
@@ -91,8 +92,7 @@ def train_step(
         norm = torch.nn.utils.get_total_norm([p.grad for p in params])
     bad = (~torch.isfinite(norm)).float()
     if accelerator.scaler is None:  # a GradScaler (fp16 on CUDA) does its own skipping
-        raw = optimizer.optimizer if hasattr(optimizer, "optimizer") else optimizer
-        raw.found_inf = bad
+        skippable(optimizer).skip_if(bad)
     optimizer.step()
     optimizer.zero_grad(set_to_none=not forward.keeps_gradients)
     forward.after_update()
