@@ -348,9 +348,10 @@ def searcher(stopping: str, norm: str = "gnmt"):
 def stopping_rules(args: argparse.Namespace) -> None:
     """Time the beam search rules (GNMT penalty) and the heuristic rule under n^alpha on a
     trained run (--checkpoint)."""
-    from t2.rundir import load_run
+    from t2.formats.run import load_run
 
-    model, cfg, tokenizer, _ = load_run(args.checkpoint, device=args.device)
+    bundle = load_run(args.checkpoint, device=args.device)
+    model, cfg, tokenizer = bundle.t2_model(), bundle.config, bundle.tokenizer
     src_file = Path(args.src) if args.src else DATA / "multi30k" / "val.de"
     lines = [s for s in src_file.read_text(encoding="utf-8").split("\n") if s.strip()]
     src_ids = encode_source(tokenizer, lines[: args.sentences], cfg.data.src_bos)

@@ -1,9 +1,10 @@
 """One opener for whatever a user points at: `open_model(TARGET)` with TARGET a run
 directory (its best checkpoint), a checkpoint, a folder of a registered export format (hf,
 ct2) or a Hugging Face Hub repo id (owner/name, through the hub's cache; a pushed hf folder
-or CTranslate2 export). It returns an `Opened`: an engine that translates, the run's config
-and tokenizer, the model where t2 computes with it, and where it came from. Which format a
-folder is, the formats say (t2.formats)."""
+or CTranslate2 export). It returns an `Opened`: an engine that translates, the Bundle (the
+run's config and tokenizer, the model where t2 computes with it, the path read; the type
+every reader returns) and where it came from. Which format a folder is, the formats say
+(t2.formats)."""
 
 from __future__ import annotations
 

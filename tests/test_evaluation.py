@@ -26,8 +26,8 @@ from t2.errors import CheckpointError, DataError
 from t2.evaluation import scoring
 from t2.evaluation.evaluate import EvalOptions, evaluate
 from t2.evaluation.scoring import load_testset, score_corpus
+from t2.formats.run import load_run
 from t2.model.transformer import Transformer
-from t2.rundir import load_run
 from t2.serve.engine import translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +108,7 @@ def test_recipe_test_split_is_the_default(toy, files, tmp_path):
     """Without --src/--ref or --testset, the run's data.test is translated."""
     run, model, tokenizer = toy
     prefix = files[0].with_suffix("")
-    cfg = load_run(run)[1]
+    cfg = load_run(run).config
     data = DataConfig(
         test=f"files:{prefix}", src_lang="src", tgt_lang="tgt", cache_dir=str(tmp_path / "cache")
     )

@@ -1,21 +1,27 @@
 """The model formats (t2.formats): each writer's folder is detected as its own format only,
 holds only the files the format names (what a Hub download fetches), and its reader gives
-back the run's config, decode defaults, tokenizer and translations (the round trip); the
-run format is the fall-through; a CTranslate2 export opens by its repo id through the
-hub's cache (a local folder standing in for the hub)."""
+back the run's config, decode defaults, tokenizer and translations (the round trip); every
+reader gives one Bundle type; the run format is the fall-through; a CTranslate2 export
+opens by its repo id through the hub's cache (a local folder standing in for the hub)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+import torch
 from hub_cache import cache_repo
 from toy_task import toy_pairs
 
 from t2.errors import CheckpointError
 from t2.exporting import export
 from t2.formats.choose import format_of, hub_files
-from t2.formats.run import RunFormat
+from t2.formats.run import RunFormat, load_run
+from t2.hub import Bundle, from_pretrained
+from t2.hub.pretrained import load_folder
 from t2.opener import open_model
 from t2.registry import EXPORT
+from t2.rundir import resolve
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 SENTENCES = [s for s, _ in toy_pairs(5, seed=3)]
@@ -38,10 +44,51 @@ def test_each_format_writes_what_its_reader_reads_back(name, toy, tmp_path):
     assert {p.name for p in out.iterdir()} <= set(fmt.files) <= set(hub_files())
     opened = fmt.load(out, "cpu", None, 1)
     assert (opened.kind, opened.path) == (name, out)
+    assert type(opened.bundle) is type(by_run.bundle) is Bundle
     assert opened.cfg == by_run.cfg and opened.decode == by_run.decode
     assert opened.tokenizer.get_vocab() == by_run.tokenizer.get_vocab()
     greedy = by_run.decode.updated(search="greedy")
     assert opened.engine.translate(SENTENCES, greedy) == by_run.engine.translate(SENTENCES, greedy)
+
+
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_every_reader_gives_one_bundle_with_the_same_fields(toy, tmp_path):
+    """A run's reader (load_run), a saved folder's (load_folder, from_pretrained) and the
+    opener give the same type: model, config (cfg), tokenizer, path, decode defaults; a
+    run's bundle writes itself as a saved folder that reads back the same."""
+    run = toy[0]
+    by_run = load_run(run)
+    folder = by_run.save_pretrained(tmp_path / "saved")
+    by_folder, by_name = load_folder(folder), from_pretrained(folder)
+    assert type(by_run) is type(by_folder) is type(by_name) is Bundle
+    names = [f.name for f in dataclasses.fields(Bundle)]
+    assert names == ["model", "config", "tokenizer", "path"]
+    assert (by_run.path, by_folder.path) == (resolve(run), folder)
+    assert by_folder.config == by_run.config == by_run.cfg and by_folder.decode == by_run.decode
+    assert by_folder.tokenizer.get_vocab() == by_run.tokenizer.get_vocab()
+    assert _same_weights(by_folder.model, by_run.model)
+    greedy = by_run.decode.updated(search="greedy")
+    assert by_folder.translate(SENTENCES, greedy) == by_run.translate(SENTENCES, greedy)
+    for target, reader in ((run, by_run), (folder, by_folder)):
+        opened = open_model(target)
+        assert type(opened.bundle) is Bundle and opened.path == reader.path
+        assert opened.model is opened.bundle.model and _same_weights(opened.model, reader.model)
+        assert (opened.cfg, opened.decode) == (reader.config, reader.decode)
+
+
+def test_a_ctranslate2_bundle_has_no_t2_model_and_says_so(toy, tmp_path):
+    _needs("ct2")
+    out = export(toy[0], "ct2", tmp_path / "ct2")
+    bundle = open_model(out).bundle
+    assert type(bundle) is Bundle and bundle.model is None and bundle.path == out
+    with pytest.raises(CheckpointError, match="holds no t2 model"):
+        bundle.translate(SENTENCES)
+    with pytest.raises(CheckpointError, match="holds no t2 model"):
+        bundle.save_pretrained(tmp_path / "saved")
 
 
 def test_the_run_format_is_the_fall_through_and_no_export_target(toy):

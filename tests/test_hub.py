@@ -195,7 +195,7 @@ def test_a_cached_repo_id_loads_offline_and_an_uncached_one_fails_in_one_line(
     run, ckpt = make_run(tmp_path, **MODERN)
     snapshot = cache_repo(save_run(run, tmp_path / "saved", "me/tiny"), "me/tiny", offline_cache)
     loaded = from_pretrained("me/tiny")
-    assert loaded.folder == snapshot
+    assert loaded.path == snapshot
     assert torch.equal(logits(loaded.model), logits(original(ckpt)))
     # the one opener takes the repo id too (t2 translate / evaluate --checkpoint me/tiny)
     opened = open_model("me/tiny")

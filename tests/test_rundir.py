@@ -14,11 +14,11 @@ import torch
 from t2 import __version__
 from t2.config import Config, ModelConfig
 from t2.errors import CheckpointError, DiskFullError
+from t2.formats.run import load_run
 from t2.model.transformer import Transformer
 from t2.rundir import (
     FORMAT,
     RunDir,
-    load_run,
     load_training_state,
     read_meta,
     resolve,
@@ -159,7 +159,8 @@ def test_the_checked_in_format_1_run_still_loads_and_translates(tmp_path):
     """A run written by t2 0.1 (no meta.json): its weights evaluate, its training state
     (a per-process data position) is refused with both formats named."""
     run = shutil.copytree(FIXTURE, tmp_path / "run")
-    model, cfg, tokenizer, ckpt = load_run(run)
+    bundle = load_run(run)
+    model, cfg, tokenizer, ckpt = bundle.model, bundle.config, bundle.tokenizer, bundle.path
     assert ckpt.name == "step-0000002" and read_meta(ckpt)["format"] == 1
     assert len(tokenizer) == cfg.model.vocab_size == model.cfg.vocab_size
     from t2.serve.engine import translate

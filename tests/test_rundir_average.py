@@ -14,8 +14,9 @@ from toy_task import tiny_config, write_run
 
 from t2.config import Config
 from t2.errors import CheckpointError
+from t2.formats.run import load_run
 from t2.model.transformer import Transformer
-from t2.rundir import RunDir, average_checkpoints, average_weights, last_checkpoints, load_run
+from t2.rundir import RunDir, average_checkpoints, average_weights, last_checkpoints
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -51,7 +52,8 @@ def test_average_of_the_last_checkpoints(toy, tmp_path):
     expected = (models[1].src_embed.weight + models[2].src_embed.weight) / 2
     torch.testing.assert_close(weights["src_embed.weight"], expected.detach())
     assert average_weights(found).keys() == weights.keys()
-    model, _, _, ckpt = load_run(tmp_path / "run", average_last=2)
+    bundle = load_run(tmp_path / "run", average_last=2)
+    model, ckpt = bundle.model, bundle.path
     assert ckpt == averaged and last_checkpoints(tmp_path / "run", 3)[-1].name == "step-0000003"
     torch.testing.assert_close(model.decoder[0].ffn.state_dict(), _mean_ffn(models[1:]))
     with pytest.raises(CheckpointError, match="needs 4 complete checkpoints"):

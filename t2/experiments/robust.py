@@ -15,7 +15,8 @@ from t2.data.pipeline import load_pairs
 from t2.evaluation.robustness import run_suite
 from t2.experiments.runs import Run
 from t2.experiments.stats import mean, sd
-from t2.rundir import RunDir, load_run, write_json
+from t2.formats.run import load_run
+from t2.rundir import RunDir, write_json
 
 FILE = "robustness.json"
 SENTENCES = 500  # as `t2 robustness --max-sentences`'s default
@@ -29,14 +30,15 @@ def suite(run: Run, device: str) -> list[dict[str, Any]]:
         return json.loads(path.read_text(encoding="utf-8"))["results"]  # else: retrained since
     from dataclasses import asdict
 
-    model, cfg, tokenizer, ckpt = load_run(run.path, 0, device)
+    bundle = load_run(run.path, 0, device)
+    model, cfg, tokenizer = bundle.t2_model(), bundle.config, bundle.tokenizer
     pairs = load_pairs(cfg.data, "valid", cfg.train.seed)
     pairs = pairs.select(range(min(SENTENCES, len(pairs))))
     rows = [asdict(r) for r in run_suite(model, tokenizer, cfg, pairs["src"], pairs["tgt"], SEED)]
     write_json(
         path,
         {
-            "checkpoint": str(ckpt),
+            "checkpoint": str(bundle.path),
             "split": "valid",
             "n_sentences": len(pairs),
             "seed": SEED,

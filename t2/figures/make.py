@@ -15,8 +15,9 @@ from t2.errors import CheckpointError, DataError
 from t2.experiments.plots import plot_curves
 from t2.figures.capture import capture_attention
 from t2.figures.draw import draw_attention, draw_lr_find, draw_positional
+from t2.formats.run import load_run
 from t2.model.transformer import Transformer
-from t2.rundir import RunDir, load_run, resolve
+from t2.rundir import RunDir, resolve
 from t2.serve.engine import TorchEngine, pad_batch
 from t2.specials import BOS
 
@@ -68,7 +69,8 @@ def write_figures(opts: FigureOptions) -> list[Path]:
     if opts.positions < 1:
         raise DataError(f"--positions must be at least 1, got {opts.positions}")
     ckpt = choose_checkpoint(run, opts.checkpoint)
-    model, cfg, tokenizer, ckpt = load_run(ckpt, 0, opts.device)
+    bundle = load_run(ckpt, 0, opts.device)
+    model, cfg, tokenizer, ckpt = bundle.t2_model(), bundle.config, bundle.tokenizer, bundle.path
     sentence = opts.sentence if opts.sentence is not None else first_valid_source(cfg)
     out = Path(opts.out) if opts.out else run.file(FIGURES)
     out.mkdir(parents=True, exist_ok=True)

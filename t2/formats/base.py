@@ -1,8 +1,8 @@
-"""What every model format's reader gives (`Opened`: the engine, model, config, tokenizer
-and decode defaults) and what a model format is (`ModelFormat`): a class that recognises
-its folders, names the files they hold (what a Hub download fetches), opens them and, for
-the exportable ones (registered in t2.registry.EXPORT, `t2 export --format NAME`), writes
-them from an opened model."""
+"""What every model format's reader gives (`Opened`: an engine and the `Bundle` of model,
+config, tokenizer and decode defaults) and what a model format is (`ModelFormat`): a class
+that recognises its folders, names the files they hold (what a Hub download fetches),
+opens them and, for the exportable ones (registered in t2.registry.EXPORT, `t2 export
+--format NAME`), writes them from an opened model."""
 
 from __future__ import annotations
 
@@ -12,28 +12,44 @@ from pathlib import Path
 from typing import Any
 
 from t2.config import Config, DecodeConfig
+from t2.hub.pretrained import Bundle
 from t2.model.transformer import Transformer
 from t2.serve.engine import Engine
 
 
 @dataclass
 class Opened:
-    """A model a user pointed at, ready to translate: its engine, the run's config and
-    tokenizer, the model itself where t2 computes with it (None for CTranslate2), what kind
-    of folder it was and where it came from (recipe, checkpoint, step where known)."""
+    """A model a user pointed at, ready to translate: its engine and its bundle (the run's
+    config and tokenizer, the model itself where t2 computes with it, None for CTranslate2;
+    where it was read), what kind of folder it was and where it came from (recipe,
+    checkpoint, step where known)."""
 
     engine: Engine
-    cfg: Config
-    tokenizer: Any
+    bundle: Bundle
     kind: str  # "run" (a run directory or checkpoint) or an export format's name
-    path: Path  # the checkpoint or folder read
-    model: Transformer | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model(self) -> Transformer | None:
+        return self.bundle.model
+
+    @property
+    def cfg(self) -> Config:
+        return self.bundle.config
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.bundle.tokenizer
+
+    @property
+    def path(self) -> Path | None:
+        """The checkpoint or folder read."""
+        return self.bundle.path
 
     @property
     def decode(self) -> DecodeConfig:
         """The decode defaults the run chose (its config's decode section)."""
-        return self.cfg.decode
+        return self.bundle.decode
 
 
 class ModelFormat(ABC):

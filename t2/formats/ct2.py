@@ -16,7 +16,9 @@ from t2.errors import ConfigError, ExportError
 from t2.formats.base import ModelFormat, Opened
 from t2.formats.options import ENGINES, option_names
 from t2.hub.layout import TOKENIZER_FILES
+from t2.hub.pretrained import Bundle
 from t2.registry import EXPORT
+from t2.rundir import check_vocabulary
 from t2.serve.ct2 import (
     EXPORT_FORMAT,
     EXPORT_META,
@@ -71,10 +73,12 @@ class Ct2Format(ModelFormat):
         require_ctranslate2()
         meta, cfg = read_export(folder)
         tokenizer = load_tokenizer(folder)
+        fix = "export the run again"
+        check_vocabulary(tokenizer, cfg, f"the tokenizer in {folder}", "its model", fix)
         ct2 = translator(str(folder), device, precision, workers)
         engine = Ct2Engine(ct2, tokenizer, cfg.data.src_bos, meta["max_positions"], workers)
         provenance = {k: meta.get(k) for k in ("recipe", "step", "checkpoint", "quantization")}
-        return Opened(engine, cfg, tokenizer, self.name, folder, None, provenance)
+        return Opened(engine, Bundle(None, cfg, tokenizer, folder), self.name, provenance)
 
     def save(self, opened: Opened, out: Path, quantization: str = "float32") -> Path:
         """The folder appears whole or not at all; an existing one is replaced only if it

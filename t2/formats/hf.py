@@ -13,7 +13,7 @@ from t2.formats.base import ModelFormat, Opened
 from t2.formats.options import ENGINES, option_names
 from t2.hub.card import model_card
 from t2.hub.layout import CONFIG_JSON, FILES
-from t2.hub.pretrained import is_pretrained, load_folder, save_pretrained
+from t2.hub.pretrained import is_pretrained, load_folder
 from t2.model.summary import count_parameters
 from t2.registry import EXPORT
 from t2.serve.engine import TorchEngine
@@ -33,14 +33,11 @@ class HfFormat(ModelFormat):
         return is_pretrained(folder)
 
     def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
-        saved = load_folder(folder, device)
-        src_bos = saved.config.data.src_bos
-        engine = TorchEngine(saved.model, saved.tokenizer, src_bos, device, precision)
+        bundle = load_folder(folder, device)
+        src_bos = bundle.config.data.src_bos
+        engine = TorchEngine(bundle.t2_model(), bundle.tokenizer, src_bos, device, precision)
         source = json.loads((folder / CONFIG_JSON).read_text(encoding="utf-8")).get("source")
-        provenance = dict(source or {})
-        return Opened(
-            engine, saved.config, saved.tokenizer, self.name, folder, engine.model, provenance
-        )
+        return Opened(engine, bundle, self.name, dict(source or {}))
 
     def save(self, opened: Opened, out: Path, name: str | None = None) -> Path:
         """`name`: the repo id the card's example loads (default: `out`)."""
@@ -48,7 +45,7 @@ class HfFormat(ModelFormat):
             raise CheckpointError(
                 f"{opened.path} is already a saved model folder; push or copy it as it is"
             )
-        parameters = count_parameters(opened.model)
+        parameters = count_parameters(opened.bundle.t2_model())
         card = model_card(opened.path, opened.cfg, parameters, name or str(out))
         source = {"checkpoint": opened.path.name}
-        return save_pretrained(opened.model, opened.cfg, opened.tokenizer, out, card, source)
+        return opened.bundle.save_pretrained(out, card, source)

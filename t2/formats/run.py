@@ -2,18 +2,44 @@
 or one checkpoint folder, read by t2's own engine. It is what training writes
 (t2.rundir.store), so it is not an export target, and runs are not put on the Hub: it
 names no files to download. Any folder no other format claims is read as a run, whose
-reader names what is wrong with it."""
+reader (`load_run`, a Bundle like every reader's) names what is wrong with it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from t2.data.tokenizer import load_tokenizer
 from t2.errors import CheckpointError
 from t2.formats.base import ModelFormat, Opened
 from t2.formats.options import ENGINES
-from t2.rundir import RunDir, load_run, read_meta
+from t2.hub.pretrained import Bundle
+from t2.rundir import (
+    RunDir,
+    average_checkpoints,
+    check_vocabulary,
+    load_model,
+    read_meta,
+    resolve,
+    tokenizer_folder,
+)
 from t2.serve.engine import TorchEngine
+
+
+def load_run(path: str | Path, average_last: int = 0, device: torch.device | str = "cpu") -> Bundle:
+    """The bundle of a run directory (its best checkpoint, else its latest complete one) or
+    a checkpoint: the weights, the config and the tokenizer the run was trained with, each
+    checked against the others; with `average_last` N, the mean of the last N checkpoints
+    (t2.rundir.average). Its `path` is the checkpoint read."""
+    ckpt = Path(average_checkpoints(path, average_last) if average_last else resolve(path))
+    model, cfg = load_model(ckpt, device)
+    folder = tokenizer_folder(ckpt, cfg)
+    tokenizer = load_tokenizer(folder)
+    fix = "use the tokenizer of the same run"
+    check_vocabulary(tokenizer, cfg, f"tokenizer {folder}", f"checkpoint {ckpt}", fix)
+    return Bundle(model, cfg, tokenizer, ckpt)
 
 
 def provenance(ckpt: Path) -> dict[str, Any]:
@@ -46,10 +72,10 @@ class RunFormat(ModelFormat):
         average_last: int = 0,
     ) -> Opened:
         """`average_last` N: the mean of the run's last N checkpoints (t2.rundir.average)."""
-        model, cfg, tokenizer, ckpt = load_run(folder, average_last, device)
-        engine = TorchEngine(model, tokenizer, cfg.data.src_bos, device, precision)
-        ckpt = Path(ckpt)
-        return Opened(engine, cfg, tokenizer, self.name, ckpt, engine.model, provenance(ckpt))
+        bundle = load_run(folder, average_last, device)
+        src_bos = bundle.config.data.src_bos
+        engine = TorchEngine(bundle.t2_model(), bundle.tokenizer, src_bos, device, precision)
+        return Opened(engine, bundle, self.name, provenance(bundle.path or folder))
 
     def save(self, opened: Opened, out: Path, **options: Any) -> Path:
         raise CheckpointError("a run directory is written by training (t2 train), not exported")

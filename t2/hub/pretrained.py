@@ -1,6 +1,7 @@
-"""save_pretrained / from_pretrained: a t2 model, its config and tokenizer as one folder
-(layout: t2/hub/__init__), locally or through the Hugging Face Hub's cache; the reader and
-writer of the `hf` format (t2.formats.hf: `t2 export RUN --format hf`, alias `t2 save`)."""
+"""The one bundle of a t2 model, its config and tokenizer (`Bundle`, what every reader
+gives), and save_pretrained / from_pretrained: a bundle as one folder (layout:
+t2/hub/__init__), locally or through the Hugging Face Hub's cache; the reader and writer
+of the `hf` format (t2.formats.hf: `t2 export RUN --format hf`, alias `t2 save`)."""
 
 from __future__ import annotations
 
@@ -68,13 +69,23 @@ def read_config_json(folder: Path) -> Config:
 
 
 @dataclass
-class Pretrained:
-    """A model with the config and tokenizer it was trained with: what a folder holds."""
+class Bundle:
+    """A t2 model with the config and tokenizer it was trained with, and so its decode
+    defaults: what every reader gives (t2.formats.run.load_run for a run directory or a
+    checkpoint, load_folder / from_pretrained for a saved folder, and inside the opener's
+    `Opened` for every format). `model` is None only where the weights are another
+    engine's (a CTranslate2 export: its `Opened.engine` translates). It lives here, above
+    the run directory and the engines, because it writes itself as a saved folder."""
 
-    model: Transformer
+    model: Transformer | None
     config: Config
     tokenizer: PreTrainedTokenizerFast
-    folder: Path | None = None  # where it was read from
+    path: Path | None = None  # the checkpoint or folder it was read from
+
+    @property
+    def cfg(self) -> Config:
+        """The config (t2's usual name for it)."""
+        return self.config
 
     @property
     def decode(self) -> DecodeConfig:
@@ -89,28 +100,43 @@ class Pretrained:
         revision: str | None = None,
         cache_dir: str | Path | None = None,
         device: str | torch.device = "cpu",
-    ) -> Pretrained:
+    ) -> Bundle:
         """A local folder, else a hub repo id (owner/name) through the hub's cache."""
         return load_folder(locate(name, revision, cache_dir), device)
+
+    def t2_model(self) -> Transformer:
+        """The model, or a one-line error where the weights are another engine's."""
+        if self.model is None:
+            raise CheckpointError(
+                f"{self.path} holds no t2 model (a CTranslate2 export); translate with "
+                f"t2.opener.open_model(PATH).engine, or use the run it was exported from"
+            )
+        return self.model
 
     def save_pretrained(
         self, folder: str | Path, card: str | None = None, source: dict | None = None
     ) -> Path:
-        return save_pretrained(self.model, self.config, self.tokenizer, folder, card, source)
+        """This bundle as a saved folder (the module's save_pretrained), with `card`."""
+        model = self.t2_model()
+        return save_pretrained(model, self.config, self.tokenizer, folder, card, source)
 
     def translate(self, sentences: Sequence[str], decode: DecodeConfig | None = None) -> list[str]:
         """Best translations in input order, with `decode` (default: the run's own settings;
         change them with self.decode.updated(beam_size=5)), as an engine's translate."""
         settings = self.decode if decode is None else decode
-        return translate(self.model, self.tokenizer, sentences, settings, self.config.data.src_bos)
+        model, src_bos = self.t2_model(), self.config.data.src_bos
+        return translate(model, self.tokenizer, sentences, settings, src_bos)
 
 
-def from_pretrained(name: str | Path, **kwargs: Any) -> Pretrained:
-    """Pretrained.from_pretrained: model, config and tokenizer of a folder or repo id."""
-    return Pretrained.from_pretrained(name, **kwargs)
+Pretrained = Bundle  # its name while only the saved folder's reader gave it
 
 
-def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Pretrained:
+def from_pretrained(name: str | Path, **kwargs: Any) -> Bundle:
+    """Bundle.from_pretrained: model, config and tokenizer of a folder or repo id."""
+    return Bundle.from_pretrained(name, **kwargs)
+
+
+def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Bundle:
     """Read a saved folder: config, then the weights into the model it describes (every
     name and shape checked), then the tokenizer (its size checked against the model)."""
     folder = Path(folder)
@@ -118,7 +144,7 @@ def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Pretr
     if missing:
         raise CheckpointError(
             f"{folder} lacks {', '.join(missing)}; pass a folder written by t2 save, t2 push "
-            f"or Pretrained.save_pretrained"
+            f"or Bundle.save_pretrained"
         )
     cfg = read_config_json(folder)
     model = Transformer(cfg.model)
@@ -126,7 +152,7 @@ def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Pretr
     tokenizer = load_tokenizer(folder)
     fix = "save the model with the tokenizer of its run"
     check_vocabulary(tokenizer, cfg, f"the tokenizer in {folder}", "its model", fix)
-    return Pretrained(model.to(device).eval(), cfg, tokenizer, folder)
+    return Bundle(model.to(device).eval(), cfg, tokenizer, folder)
 
 
 def save_pretrained(

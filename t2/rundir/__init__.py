@@ -30,7 +30,7 @@ from t2.rundir.layout import (
     step_of,
     write_json,
 )
-from t2.rundir.loading import load_run
+from t2.rundir.loading import check_vocabulary
 from t2.rundir.metrics import read_records, rewrite_records
 from t2.rundir.store import (
     load_model,
@@ -48,11 +48,11 @@ __all__ = [
     "RunDir",
     "average_checkpoints",
     "average_weights",
+    "check_vocabulary",
     "eval_folder",
     "is_complete",
     "last_checkpoints",
     "load_model",
-    "load_run",
     "load_training_state",
     "load_weights",
     "new_meta",
