@@ -22,7 +22,6 @@ from t2.hub.card import model_card
 from t2.hub.pretrained import (
     HUB_FORMAT,
     Bundle,
-    Pretrained,
     from_pretrained,
     is_pretrained,
     save_pretrained,
@@ -32,7 +31,6 @@ from t2.hub.push import upload
 __all__ = [
     "HUB_FORMAT",
     "Bundle",
-    "Pretrained",
     "from_pretrained",
     "is_pretrained",
     "model_card",

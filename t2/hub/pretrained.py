@@ -128,9 +128,6 @@ class Bundle:
         return translate(model, self.tokenizer, sentences, settings, src_bos)
 
 
-Pretrained = Bundle  # its name while only the saved folder's reader gave it
-
-
 def from_pretrained(name: str | Path, **kwargs: Any) -> Bundle:
     """Bundle.from_pretrained: model, config and tokenizer of a folder or repo id."""
     return Bundle.from_pretrained(name, **kwargs)
