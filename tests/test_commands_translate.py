@@ -116,8 +116,18 @@ def test_output_appears_under_its_name_only_when_complete(toy, tmp_path):
     many.write_text("".join(f"{s}\n" for s, _ in toy_pairs(50, seed=13)) * 400)
     out.write_text("the previous output\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # Ctrl-C as a shell delivers it: to a process whose SIGINT is not ignored. A test
+    # process may have inherited or been left with SIGINT ignored (a pytest-xdist worker
+    # after some libraries ran), and a child started from it would ignore Ctrl-C too.
+    ctrl_c_reaches = (
+        "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('t2', run_name='__main__', alter_sys=True)"
+    )
     cmd = [
-        *COMMAND,
+        sys.executable,
+        "-c",
+        ctrl_c_reaches,
+        "translate",
         "--device",
         "cpu",
         "--checkpoint",

@@ -80,7 +80,23 @@ def _steps(ds, samplers, accumulate: int, n: int, workers: int = 0):
         yield counter.take(), sum(int(b["tgt_out"].ne(0).sum()) for b in micro)
 
 
-def test_target_tokens_count_the_batches_of_every_process_across_epochs_and_resume():
+@pytest.fixture
+def forkserver_workers():
+    """Loader workers started by a fork server, not forked from this test process: a
+    pytest-xdist worker runs threads of its own, and a child forked while one of them
+    holds a lock can hang (once in three runs of the suite under -n 2). Training forks
+    from its own process, which the training tests run as a subprocess."""
+    import torch.multiprocessing as mp
+
+    before = mp.get_start_method(allow_none=True)
+    mp.set_start_method("forkserver", force=True)
+    yield
+    mp.set_start_method(before, force=True)
+
+
+def test_target_tokens_count_the_batches_of_every_process_across_epochs_and_resume(
+    forkserver_workers,
+):
     ds = _pairs(120, 0)
     samplers = [_sampler(ds, r, 2, 2) for r in range(2)]  # 2 processes x accumulate 2
     steps_per_epoch = len(samplers[0]._global(0)) // 4
