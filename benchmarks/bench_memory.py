@@ -52,8 +52,8 @@ def resident() -> int:
 
 def measure(recipe: str, vocab: int, tokens: int, length: int, precision: str) -> dict:
     """One case, in this process: measured peak and the model's estimate, in bytes."""
-    from benchmarks.bench_train import synthetic
     from benchmarks.train_loops import T2Engine
+    from benchmarks.train_scaling import synthetic
     from t2.model.summary import count_parameters, estimate_memory
 
     cuda = torch.cuda.is_available()

@@ -203,7 +203,7 @@ def test_the_config_floor_imports_no_implementation_and_no_torch():
 def _top_level(module: str) -> set[str]:
     """The t2 modules a module imports outside its functions (and TYPE_CHECKING)."""
     path = MODULES[module]
-    nodes = [n for n in ast.parse(path.read_text(encoding="utf-8")).body]
+    nodes = ast.parse(path.read_text(encoding="utf-8")).body
     imports = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))]
     return {t for n in imports for t in _target(n, module, path.name == "__init__.py")}
 
