@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from matplotlib.image import imread
+from test_train_runs import TINY as RUN_TINY
 from toy_task import tiny_config, write_run
 
 from t2.cli import main
@@ -188,26 +189,13 @@ def test_errors_are_one_line(toy, tmp_path, capsys):
 
 
 ROOT = Path(__file__).resolve().parent.parent
+# the training tests' tiny run, with two layers a stack (attention maps to draw per layer)
+# and a learning-rate finder of 20 steps
 TINY = [
-    "model.d_model=32",
-    "model.n_heads=2",
-    "model.d_ff=64",
+    *(kv for kv in RUN_TINY if not kv.startswith(("model.n_encoder_layers", "model.n_decoder"))),
     "model.n_encoder_layers=2",
     "model.n_decoder_layers=2",
-    "model.dropout=0.0",
-    "data.vocab_size=64",
-    "data.task_train_size=400",
-    "data.task_eval_size=16",
-    "data.max_tokens=400",
-    "train.max_steps=6",
-    "train.log_every=1",
-    "train.eval_every=3",
-    "train.save_every=3",
-    "train.valid_bleu_sentences=4",
-    "train.loader_workers=0",
-    "train.warmup_steps=4",
     "train.lr_find_steps=20",
-    "decode.max_len_b=12",
 ]
 
 
