@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from t2.model.fused import rms_norm
-from t2.model.positional import rope_tables, sinusoid_table
+from t2.model.positional.rope import rope_tables
+from t2.model.positional.sinusoidal import sinusoid_table
 
 ROWS, LENGTH, WIDTH = 64, 37, 256
 

@@ -14,7 +14,6 @@ from t2.errors import CheckpointError, ConfigError
 from t2.formats.base import ModelFormat, Opened
 from t2.formats.choose import format_of, hub_files
 from t2.formats.options import engine_names
-from t2.formats.run import RunFormat
 from t2.hub.download import locate
 from t2.serve import PRECISIONS
 
@@ -50,12 +49,13 @@ def _check(
         raise CheckpointError(
             f"{target} is a {kind} folder, not one --engine {engine} reads; {hint}"
         )
-    if workers != 1 and fmt.engine != "ct2":
+    if workers != 1 and not fmt.parallel:
         raise ConfigError(
-            "--workers is for CTranslate2 exports (its parallel batches); t2's own search "
-            "decodes one batch at a time with every thread: leave --workers out"
+            f"--workers is for CTranslate2 exports (its parallel batches); {target} is a "
+            f"{kind} folder, whose engine decodes one batch at a time with every thread: "
+            f"leave --workers out"
         )
-    if average_last and kind != "run":
+    if average_last and not fmt.averages:
         raise ConfigError(
             f"--average-last averages a run's checkpoints, and {target} is a {kind} folder "
             f"(one set of weights); drop --average-last, or export an average: t2 export RUN "
@@ -79,8 +79,6 @@ def open_model(
     averages a run's last N checkpoints; `workers` (CTranslate2) batches decode at once;
     `engine` (t2 or ct2, optional) only checks that the folder is one it reads."""
     path = _local_or_hub(target, revision, cache_dir)
-    fmt = format_of(path) if path.is_dir() else RunFormat()
+    fmt = format_of(path)
     _check(fmt, engine, average_last, precision, workers, target)
-    if isinstance(fmt, RunFormat):
-        return fmt.load(path, device, precision, workers, average_last)
-    return fmt.load(path, device, precision, workers)
+    return fmt.load(path, device, precision, workers, average_last)

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_attention_with_padding_runs_no_cudnn_kernel_and_agrees_with_the_formula():
     from torch.profiler import ProfilerActivity, profile
 
-    from t2.model.kernels import math_attention, sdpa_attention
+    from t2.model.kernels.math import math_attention
+    from t2.model.kernels.sdpa import sdpa_attention
 
     q, k, v = (torch.randn(4, 8, 37, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     pad = torch.zeros(4, 37, dtype=torch.bool, device="cuda")

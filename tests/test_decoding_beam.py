@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from t2.config import DecodeConfig
-from t2.decoding.beam import best_possible
 from t2.decoding.common import length_penalty, penalty
 from t2.decoding.search import search
+from t2.decoding.search.beam import best_possible
 from t2.errors import ConfigError
 
 

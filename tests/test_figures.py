@@ -22,7 +22,8 @@ from t2.figures import capture_attention
 from t2.figures.draw import draw_positional
 from t2.figures.make import choose_checkpoint, token_labels
 from t2.model.attention import record_attention
-from t2.model.kernels import math_attention, sdpa_attention
+from t2.model.kernels.math import math_attention
+from t2.model.kernels.sdpa import sdpa_attention
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir
 
@@ -103,7 +104,7 @@ def test_capturing_gives_the_same_output_and_puts_the_kernels_back(tiny_model_co
 def test_positional_figure_draws_the_closed_form_the_model_adds(tmp_path, tiny_model_config):
     d_model, n = 16, 60
     path = tmp_path / "pe.png"
-    drawn = draw_positional(d_model, n, 10000.0, "sinusoidal", path)
+    drawn = draw_positional(d_model, n, 10000.0, "sinusoidal", "its summary", path)
     closed = np.zeros((n, d_model))
     for t in range(n):
         for i in range(d_model // 2):

@@ -1,8 +1,9 @@
 """The model formats (t2.formats): each writer's folder is detected as its own format only,
 holds only the files the format names (what a Hub download fetches), and its reader gives
 back the run's config, decode defaults, tokenizer and translations (the round trip); every
-reader gives one Bundle type; the run format is the fall-through; a CTranslate2 export
-opens by its repo id through the hub's cache (a local folder standing in for the hub)."""
+reader gives one Bundle type; a folder is of the one format that claims it, else an error;
+the opener asks a format what it does; a CTranslate2 export opens by its repo id through
+the hub's cache (a local folder standing in for the hub)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from toy_task import toy_pairs
 
 from t2.errors import CheckpointError
 from t2.exporting import export
+from t2.formats.base import ModelFormat
 from t2.formats.choose import format_of, hub_files
 from t2.formats.run import RunFormat, load_run
 from t2.hub import Bundle, from_pretrained
@@ -42,7 +44,7 @@ def test_each_format_writes_what_its_reader_reads_back(name, toy, tmp_path):
     assert fmt.name == name
     assert [n for n in EXPORT.names() if EXPORT.get(n).detect(out)] == [name]
     assert {p.name for p in out.iterdir()} <= set(fmt.files) <= set(hub_files())
-    opened = fmt.load(out, "cpu", None, 1)
+    opened = fmt.load(out, "cpu", None, 1, 0)
     assert (opened.kind, opened.path) == (name, out)
     assert type(opened.bundle) is type(by_run.bundle) is Bundle
     assert opened.cfg == by_run.cfg and opened.decode == by_run.decode
@@ -91,7 +93,7 @@ def test_a_ctranslate2_bundle_has_no_t2_model_and_says_so(toy, tmp_path):
         bundle.save_pretrained(tmp_path / "saved")
 
 
-def test_the_run_format_is_the_fall_through_and_no_export_target(toy):
+def test_the_run_format_is_no_export_target(toy):
     run = toy[0]
     assert isinstance(format_of(run), RunFormat) and "run" not in EXPORT.names()
     opened = open_model(run)
@@ -134,11 +136,54 @@ def test_a_repo_id_download_fetches_every_formats_files(monkeypatch, tmp_path):
 def test_the_export_verbs_flags_are_the_formats_options():
     from t2.cli import build_parser
     from t2.formats.choose import all_formats
-    from t2.formats.options import ENGINES, EXPORT_OPTIONS, export_options, option_names
+    from t2.formats.options import ENGINES, EXPORT_OPTIONS, export_options
 
-    assert sorted(EXPORT_OPTIONS) == sorted(EXPORT.names())
-    assert {f.name: f.engine for f in all_formats()} == ENGINES
-    for name in EXPORT.names():
-        assert EXPORT.get(name).options == option_names(name)
+    taken = {option for name in EXPORT.names() for option in EXPORT.get(name).options}
+    assert taken == {option.name for option in EXPORT_OPTIONS}  # each flag some format's
+    assert {f.engine for f in all_formats()} == set(ENGINES)
     args = build_parser().parse_args(["export", "RUN", "--out", "x", "--quantization", "int8"])
     assert export_options(args) == {"name": None, "quantization": "int8"}
+
+
+def test_the_run_format_claims_only_runs_and_checkpoints(toy, tmp_path):
+    """A folder of no format is refused in one line naming what each format looks for; the
+    run format does not claim it (it used to claim every folder)."""
+    run = toy[0]
+    assert RunFormat.detect(run) and RunFormat.detect(resolve(run))
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("not a model\n")
+    assert not RunFormat.detect(stray)
+    with pytest.raises(CheckpointError) as err:
+        format_of(stray)
+    message = str(err.value)
+    assert "\n" not in message and "no complete checkpoint" in message
+    assert all(name in message for name in ("run directory", *EXPORT.names()))
+
+
+class _Several(ModelFormat):
+    """A format of folders that hold several checkpoints, read by an engine that decodes
+    batches in parallel: the opener must ask it, not test for the run format's class or
+    for CTranslate2's engine by name."""
+
+    name, engine, averages, parallel = "several", "t2", True, True
+    opened: dict = {}
+
+    @staticmethod
+    def detect(folder):  # noqa: ANN001, ANN205
+        return True
+
+    def load(self, folder, device, precision, workers, average_last=0):  # noqa: ANN001, ANN201
+        self.opened.update(workers=workers, average_last=average_last)
+        return "opened"
+
+    def save(self, opened, out, **options):  # noqa: ANN001, ANN003, ANN201
+        raise CheckpointError("not written here")
+
+
+def test_the_opener_asks_the_format_what_it_does(tmp_path, monkeypatch):
+    import t2.opener
+
+    monkeypatch.setattr(t2.opener, "format_of", lambda folder: _Several())
+    assert open_model(tmp_path, average_last=3, workers=2) == "opened"
+    assert _Several.opened == {"workers": 2, "average_last": 3}

@@ -5,11 +5,15 @@ SDPA kernel, which computes the same products."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from t2.model.flops import flops_per_token, forward_flops, training_flops
+from t2.model.positional import Positional
+from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.registry import FFN, POSITIONAL
 
@@ -65,3 +69,20 @@ def test_flops_per_token_of_the_base_model_by_hand():
     encoder = 6 * (8 * n * d * d + 4 * n * n * d + 4 * n * d * f)
     decoder = 6 * (12 * n * d * d + 4 * n * n * d + 4 * n * d * d + 4 * n * n * d + 4 * n * d * f)
     assert flops_per_token(cfg, n, n) == 3 * (encoder + decoder + 2 * n * d * V) / (2 * n)
+
+
+def test_a_positional_schemes_own_terms_count_once_per_self_attention_layer(
+    tiny_model_config, monkeypatch
+):
+    """The FLOPs and the memory model add a scheme's facts' terms (none for the built-in
+    schemes) for each encoder and decoder self-attention layer."""
+    monkeypatch.setattr(POSITIONAL, "_entries", dict(POSITIONAL._entries))
+    none = POSITIONAL.facts("none")
+    facts = replace(none, flops=lambda s_q, s_k, d: 1000 * s_q * s_k, saved=lambda q, k, h: 7 * q)
+    POSITIONAL.register("probe_positional", facts)(type("Probe", (Positional,), {}))
+    plain = tiny_model_config(positional="none", n_encoder_layers=2, n_decoder_layers=3)
+    probe = replace(plain, positional="probe_positional")
+    s, t = 6, 4
+    assert forward_flops(probe, s, t) - forward_flops(plain, s, t) == 1000 * (2 * s * s + 3 * t * t)
+    a, b = (estimate_memory(c, 0, 40, 8, mixed=False).activations for c in (probe, plain))
+    assert a - b == 4 * (2 + 3) * 7 * 8 * (40 // 8)  # float32: 7 elements a query, 5 sequences

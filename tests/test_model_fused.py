@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from t2.model.fused import Dropout, gated_projection, keep_mask, rms_norm, rotary, rotate_qk
-from t2.model.positional import rope_tables
+from t2.model.positional.rope import rope_tables
 
 
 def saved_bytes(fn, *inputs: torch.Tensor, constants: tuple[torch.Tensor, ...] = ()) -> int:

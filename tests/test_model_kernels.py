@@ -1,4 +1,4 @@
-"""Attention kernels (t2.model.kernels): each registered kernel against the formula,
+"""Attention kernels (t2/model/kernels/): each registered kernel against the formula,
 softmax(q k^T / sqrt(Dh) + bias + mask) v, computed one query at a time in float64; the
 CPU's choice between SDPA and the formula; flash_attn's fallback; the CUDA backends."""
 
@@ -10,7 +10,9 @@ import pytest
 import torch
 
 import t2.model.kernels as kernels
+import t2.model.kernels.flash_attn as flash_attn
 from t2.model.codepath import simulated
+from t2.model.kernels.sdpa import sdpa_attention
 from t2.registry import ATTENTION
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -71,7 +73,7 @@ def test_sdpa_paths_chosen_by_key_count_agree_with_formula(monkeypatch, case, ma
     monkeypatch.setattr(kernels, "CPU_FORMULA_MIN_KEYS_ONE_QUERY", 0)
     tq, tk, pad, causal = CASES[case]
     q, k, v = (t.requires_grad_() for t in _qkv(tq, tk))
-    out = kernels.sdpa_attention(q, k, v, pad, causal, 0.0)
+    out = sdpa_attention(q, k, v, pad, causal, 0.0)
     expected = _reference(q.double(), k.double(), v.double(), pad, causal).float()
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
     grads = torch.autograd.grad(out.sum(), (q, k, v))
@@ -86,7 +88,7 @@ def test_the_cpu_formula_rule_by_keys_queries_and_type():
 
     def formula(tq: int, tk: int, dtype: torch.dtype = torch.float32) -> bool:
         q, k = torch.zeros(1, 1, tq, 8, dtype=dtype), torch.zeros(1, 1, tk, 8, dtype=dtype)
-        return kernels._formula_is_faster(q, k)
+        return kernels.formula_is_faster(q, k)
 
     assert formula(32, 32) and formula(2, 128) and not formula(32, 129)
     assert formula(1, 16) and not formula(1, 15) and not formula(1, 200)
@@ -105,12 +107,12 @@ def test_kernels_agree_with_each_other(case):
 @pytest.mark.parametrize("installed", [False, True])
 def test_flash_attn_falls_back_to_sdpa_off_cuda(monkeypatch, installed):
     # on CPU (or without the package) flash_attn must give SDPA's result, never import it
-    monkeypatch.setattr(kernels, "FLASH_ATTN_AVAILABLE", installed)
+    monkeypatch.setattr(flash_attn, "FLASH_ATTN_AVAILABLE", installed)
     for case in ("causal", "padding"):
         tq, tk, pad, causal = CASES[case]
         q, k, v = _qkv(tq, tk)
         out = ATTENTION.get("flash_attn")(q, k, v, pad, causal, 0.0)
-        torch.testing.assert_close(out, kernels.sdpa_attention(q, k, v, pad, causal, 0.0))
+        torch.testing.assert_close(out, sdpa_attention(q, k, v, pad, causal, 0.0))
 
 
 def _enabled_backends() -> set[str]:
@@ -195,7 +197,7 @@ def test_sdpa_takes_the_bias_on_both_cpu_paths(monkeypatch, max_keys):
     q, k, v = _qkv(tq, tk)
     bias = _bias(tq, tk)
     expected = _reference(q.double(), k.double(), v.double(), pad, causal, bias.double())
-    out = kernels.sdpa_attention(q, k, v, pad, causal, 0.0, bias)
+    out = sdpa_attention(q, k, v, pad, causal, 0.0, bias)
     torch.testing.assert_close(out, expected.float(), rtol=1e-5, atol=1e-5)
 
 
@@ -208,7 +210,7 @@ def test_flex_attention_with_padding_causality_and_bias_is_the_formula(padded, c
     """The compiled CUDA pass's masked attention (t2.model.flex): its block mask and score
     modification give the formula's output; queries fewer than keys, causal bottom-right."""
     from t2.model.flex import flex_attention_masked
-    from t2.model.kernels import math_attention
+    from t2.model.kernels.math import math_attention
 
     torch.manual_seed(0)
     q, k, v = torch.randn(3, 2, 5, 8), torch.randn(3, 2, 7, 8), torch.randn(3, 2, 7, 8)

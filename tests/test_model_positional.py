@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from t2.errors import ConfigError
-from t2.model.positional import alibi_slopes, build_positional, rope_tables, sinusoid_table
+from t2.model.positional import build_positional
+from t2.model.positional.alibi import alibi_slopes
+from t2.model.positional.rope import rope_tables
+from t2.model.positional.sinusoidal import sinusoid_table
 from t2.registry import POSITIONAL
 
 pytestmark = pytest.mark.usefixtures("single_thread")

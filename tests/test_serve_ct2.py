@@ -33,7 +33,8 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 GREEDY = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=6, batch_size=16)
 TIES = ("all", "decoder", "none")
-EXPORTABLE = [name for name in POSITIONAL.names() if name != "alibi"]  # refused, tested below
+# the schemes CTranslate2 expresses, by their facts; a refused one (alibi) is tested below
+EXPORTABLE = [n for n in POSITIONAL.names() if not POSITIONAL.facts(n).ct2.unexpressed]
 COMBINATIONS = list(itertools.product(EXPORTABLE, NORM.names(), FFN.names(), ("post", "pre")))
 
 
@@ -432,3 +433,20 @@ def test_beam_search_without_a_length_penalty_keeps_each_sentences_own_limit(voc
         rows = sources[start : start + 32]
         for row, hyps in zip(rows, engine.search(rows, decode), strict=True):
             assert [h.tokens for h in hyps] == [h.tokens for h in engine.search([row], decode)[0]]
+
+
+class _NoTranslator:
+    def translate_batch(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        raise AssertionError("decoded a search the engine does not know")
+
+
+def test_a_search_the_engine_does_not_know_is_refused_not_run_as_beam(vocab):
+    """CTranslate2's engine reads each search strategy's own CTranslate2 expression; a name
+    it has none for is an error, never beam search."""
+    from t2.serve.ct2_engine import Ct2Engine
+
+    engine = Ct2Engine(_NoTranslator(), vocab[0], False, None)
+    decode = DecodeConfig()
+    object.__setattr__(decode, "search", "diverse")  # a name no registry holds
+    with pytest.raises(ConfigError, match="unknown search strategy .*'diverse'"):
+        engine.decode_ids([[5, 6, 2]], decode)

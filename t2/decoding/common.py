@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 from t2.model import attention
-from t2.model.positional import LearnedPositional
 from t2.model.transformer import DecoderState, Transformer
 from t2.specials import BOS, EOS, PAD
 
@@ -135,6 +134,7 @@ def pad_source(model: Transformer, src: Tensor) -> Tensor:
         return src
     multiple = attention.SHAPE_MULTIPLE
     length = -(-src.shape[1] // multiple) * multiple
-    if isinstance(model.positional, LearnedPositional):
-        length = min(length, model.positional.weight.shape[0])
+    table = model.positional.max_length  # None: the scheme's tables grow
+    if table is not None:
+        length = min(length, table)
     return F.pad(src, (0, length - src.shape[1]), value=PAD) if length > src.shape[1] else src

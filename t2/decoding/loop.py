@@ -2,7 +2,7 @@
 encode the source batch once, then ask the model for the next token's log-probabilities
 and let a strategy choose, step after step, until every sentence has ended. The setup (the
 source's padding, the output limits, the decoder cache) is written here only; a strategy
-(greedy and sampling in t2.decoding.greedy, beam in t2.decoding.beam) is what differs.
+(greedy, sampling and beam, t2.decoding.search) is what differs.
 
 Sentences that have ended leave the batch (`Live.keep` and the cache's reorder), so the work
 per step shrinks as they finish. Searches run under no_grad, not inference_mode (see

@@ -12,21 +12,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from t2.atomic import atomic_file
-from t2.model.positional import sinusoid_table
+from t2.model.positional.sinusoidal import sinusoid_table
 from t2.train.lr_find import smooth
 
 DPI = 110
 CELL_INCHES = 0.16  # one token's row or column in an attention panel: 7-point labels fit
 PANEL_MIN_INCHES = 1.6
 LABEL_INCHES = 0.075  # width of one character of a 7-point label
-
-SCHEME_NOTES = {
-    "sinusoidal": "the model adds this table to its scaled embeddings",
-    "learned": "the model learns its own table; this one is drawn for reference",
-    "rope": "the model rotates queries and keys instead; drawn for reference",
-    "none": "the model has no positions; drawn for reference",
-    "alibi": "the model biases attention by distance instead; drawn for reference",
-}
 
 
 def save_png(fig: Figure, path: Path) -> Path:
@@ -37,10 +29,11 @@ def save_png(fig: Figure, path: Path) -> Path:
 
 
 def draw_positional(
-    d_model: int, n_positions: int, base: float, scheme: str, path: Path
+    d_model: int, n_positions: int, base: float, scheme: str, summary: str, path: Path
 ) -> np.ndarray:
     """Report 000's figure 1.1: the sinusoidal table PE (position x dimension) for this
-    d_model, labelled with the run's own scheme; returns the values drawn."""
+    d_model, labelled with the run's own scheme and its `summary` (how it gives positions:
+    its facts'); returns the values drawn."""
     table = sinusoid_table(n_positions, d_model, base).numpy()
     width = min(22.0, max(8.0, 2 * d_model / DPI + 2.2))  # two pixels a dimension: no moire
     fig = Figure(figsize=(width, 5), layout="constrained")
@@ -48,11 +41,10 @@ def draw_positional(
     image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax.set_xlabel("dimension i")
     ax.set_ylabel("position t")
-    note = SCHEME_NOTES.get(scheme, "drawn for reference")
     ax.set_title(
         f"Sinusoidal positional encoding, d_model = {d_model}, first {n_positions} positions\n"
         f"PE[t, 2i] = sin(t / {base:g}^(2i/d)), PE[t, 2i+1] = cos(t / {base:g}^(2i/d))\n"
-        f"this run's positional scheme: {scheme}; {note}",
+        f"this run's positional scheme: {scheme}, {summary}",
         fontsize=9,
     )
     fig.colorbar(image, ax=ax, label="PE[t, i]")

@@ -17,6 +17,7 @@ from t2.figures.capture import capture_attention
 from t2.figures.draw import draw_attention, draw_lr_find, draw_positional
 from t2.formats.run import load_run
 from t2.model.transformer import Transformer
+from t2.registry import POSITIONAL
 from t2.rundir import RunDir, resolve
 from t2.serve.engine import TorchEngine, pad_batch
 from t2.specials import BOS
@@ -76,9 +77,9 @@ def write_figures(opts: FigureOptions) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     m = cfg.model
     name = f"{run.path.resolve().name}, {ckpt.name}"
-    draw_positional(
-        m.d_model, opts.positions, m.rope_base, m.positional, out / "positional_encoding.png"
-    )
+    summary = POSITIONAL.facts(m.positional).summary
+    drawn = out / "positional_encoding.png"
+    draw_positional(m.d_model, opts.positions, m.rope_base, m.positional, summary, drawn)
     paths = [out / "positional_encoding.png"]
     paths += attention_figures(model, tokenizer, cfg, sentence, out, name)
     paths += lr_find_figure(run, out)

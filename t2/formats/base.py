@@ -1,8 +1,9 @@
 """What every model format's reader gives (`Opened`: an engine and the `Bundle` of model,
 config, tokenizer and decode defaults) and what a model format is (`ModelFormat`): a class
 that recognises its folders, names the files they hold (what a Hub download fetches),
-opens them and, for the exportable ones (registered in t2.registry.EXPORT, `t2 export
---format NAME`), writes them from an opened model."""
+opens them and, for the exportable ones (t2.formats.export, `t2 export --format NAME`),
+writes them from an opened model. What the opener needs to know of a format it asks the
+format (its attributes), never its name or class."""
 
 from __future__ import annotations
 
@@ -56,9 +57,12 @@ class ModelFormat(ABC):
     """One folder format: `detect`, `load` (open as an engine), `save`, its `files`."""
 
     name: str = ""
+    holds: str = ""  # what marks its folders, in a phrase (the error for a folder of none)
     options: tuple[str, ...] = ()  # the `t2 export` options it takes, besides --out
     files: tuple[str, ...] = ()  # what its folders hold: what a Hub download fetches
     engine: str = ""  # the engine that reads its folders (--engine; t2.formats.options)
+    averages: bool = False  # its folders hold several checkpoints: --average-last N
+    parallel: bool = False  # its engine decodes several batches at once: --workers N
 
     @staticmethod
     @abstractmethod
@@ -66,8 +70,12 @@ class ModelFormat(ABC):
         """Whether `folder` is one of this format's folders."""
 
     @abstractmethod
-    def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
-        """Open the folder: its engine computes in `precision` (None: as stored)."""
+    def load(
+        self, folder: Path, device: str, precision: str | None, workers: int, average_last: int
+    ) -> Opened:
+        """Open the folder: its engine computes in `precision` (None: as stored) with
+        `workers` batches at once (1 unless `parallel`) and the mean of the last
+        `average_last` checkpoints (0 unless `averages`)."""
 
     @abstractmethod
     def save(self, opened: Opened, out: Path, **options: Any) -> Path:

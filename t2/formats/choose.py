@@ -1,31 +1,53 @@
 """Which format a folder is, and what the formats hold together: every format (the export
-formats registered in t2.registry.EXPORT, then the run format, the fall-through), a format
-by name, and the files a Hub download fetches (every format's)."""
+formats of t2.registry.EXPORT, then the run format), a format by name, and the files a Hub
+download fetches (every format's). A folder is of the one format that claims it; a folder
+no format claims, or more than one, is an error that says what each format's folders hold."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import t2.formats.ct2
-import t2.formats.hf  # noqa: F401  (register the export formats)
+from t2.errors import CheckpointError, ConfigError
 from t2.formats.base import ModelFormat
 from t2.formats.run import RunFormat
 from t2.registry import EXPORT
 
 
 def all_formats() -> list[ModelFormat]:
-    """Every format, the export formats in registration order, then the run format."""
+    """Every format, the export formats by name, then the run format."""
     return [*(EXPORT.get(name)() for name in EXPORT.names()), RunFormat()]
 
 
 def format_named(name: str) -> ModelFormat:
-    """The format called `name` (an Opened's kind)."""
-    return next(fmt for fmt in all_formats() if fmt.name == name)
+    """The format called `name` (an Opened's kind), or a ConfigError listing them."""
+    formats = {fmt.name: fmt for fmt in all_formats()}
+    if name not in formats:
+        raise ConfigError(f"unknown model format {name!r}; valid: {', '.join(formats)}")
+    return formats[name]
 
 
 def format_of(folder: Path) -> ModelFormat:
-    """The export format whose folder this is, else the run format (the fall-through)."""
-    return next(fmt for fmt in all_formats() if fmt.detect(folder))  # run: always
+    """The format whose folder `folder` is (see the module doc)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "not found"
+        raise CheckpointError(
+            f"{folder} {what}; pass a run directory, a checkpoint or a model folder"
+        )
+    formats = all_formats()
+    claims = [fmt.name for fmt in formats if fmt.detect(folder)]
+    if len(claims) == 1:
+        return format_named(claims[0])
+    if not claims:
+        holds = "; ".join(fmt.holds for fmt in formats)
+        raise CheckpointError(
+            f"no complete checkpoint under {folder}, nor a folder of another format ({holds}); "
+            f"train first or pass one"
+        )
+    raise CheckpointError(
+        f"{folder} holds the files of several formats ({', '.join(claims)}); keep one "
+        f"model in a folder"
+    )
 
 
 def hub_files() -> list[str]:

@@ -1,8 +1,9 @@
 """The `run` format: a run directory (its best checkpoint, else its latest complete one)
 or one checkpoint folder, read by t2's own engine. It is what training writes
 (t2.rundir.store), so it is not an export target, and runs are not put on the Hub: it
-names no files to download. Any folder no other format claims is read as a run, whose
-reader (`load_run`, a Bundle like every reader's) names what is wrong with it."""
+names no files to download. It claims the folders that are a run directory or a
+checkpoint (t2.rundir.is_run_or_checkpoint); its reader (`load_run`, a Bundle like every
+reader's) names what is wrong with one."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ import torch
 from t2.data.tokenizer import load_tokenizer
 from t2.errors import CheckpointError
 from t2.formats.base import ModelFormat, Opened
-from t2.formats.options import ENGINES
 from t2.hub.pretrained import Bundle
 from t2.rundir import (
     RunDir,
     average_checkpoints,
     check_vocabulary,
+    is_run_or_checkpoint,
     load_model,
     read_meta,
     resolve,
@@ -54,22 +55,19 @@ def provenance(ckpt: Path) -> dict[str, Any]:
 
 
 class RunFormat(ModelFormat):
-    """A run directory or a checkpoint; the formats' fall-through (t2.formats.kind_of)."""
+    """A run directory (its best checkpoint, else its latest) or a checkpoint."""
 
     name = "run"
-    engine = ENGINES["run"]
+    holds = "a run directory or checkpoint holds config.yaml"
+    engine = "t2"
+    averages = True
 
     @staticmethod
     def detect(folder: Path) -> bool:
-        return True  # asked last: whatever no export format claims
+        return is_run_or_checkpoint(folder)
 
     def load(
-        self,
-        folder: Path,
-        device: str,
-        precision: str | None,
-        workers: int,
-        average_last: int = 0,
+        self, folder: Path, device: str, precision: str | None, workers: int, average_last: int
     ) -> Opened:
         """`average_last` N: the mean of the run's last N checkpoints (t2.rundir.average)."""
         bundle = load_run(folder, average_last, device)

@@ -1,7 +1,7 @@
 """The one bundle of a t2 model, its config and tokenizer (`Bundle`, what every reader
 gives), and save_pretrained / from_pretrained: a bundle as one folder (layout:
 t2/hub/__init__), locally or through the Hugging Face Hub's cache; the reader and writer
-of the `hf` format (t2.formats.hf: `t2 export RUN --format hf`, alias `t2 save`)."""
+of the `hf` format (t2.formats.export.hf: `t2 export RUN --format hf`, alias `t2 save`)."""
 
 from __future__ import annotations
 

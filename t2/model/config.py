@@ -65,14 +65,5 @@ class ModelConfig(Section):
 
     @property
     def d_hidden(self) -> int:
-        """The FFN's hidden size: d_ff, or 2/3 of it for gated variants (Shazeer 2020)."""
-        return gated_hidden_size(self.d_ff) if FFN.get(self.ffn).gated else self.d_ff
-
-
-def gated_hidden_size(d_ff: int, multiple_of: int = 8) -> int:
-    """Hidden size of a gated FFN with the parameter count of an ungated one of size d_ff.
-
-    A gated FFN has three d_model x hidden matrices instead of two, so hidden = 2/3 d_ff
-    (Shazeer 2020), rounded to a multiple of 8 for efficient matrix kernels.
-    """
-    return max(multiple_of, multiple_of * round(2 * d_ff / 3 / multiple_of))
+        """The FFN's hidden size: d_ff, or 2/3 of it for gated variants (its facts)."""
+        return FFN.facts(self.ffn).hidden(self.d_ff)

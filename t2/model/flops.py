@@ -2,13 +2,15 @@
 
 A multiply-add is 2 FLOPs; a matmul of (m x k) by (k x n) costs 2mkn. For one sentence pair
 with s source and t target tokens, width d, feed-forward size f (a gated one: three matrices
-of hidden size h = ModelConfig.d_hidden, 2/3 f, instead of two of f) and vocabulary V:
+of hidden size h = ModelConfig.d_hidden, 2/3 f, instead of two of f) and vocabulary V, with
+the feed-forward's term and the positional scheme's (none for the built-in schemes) taken
+from each component's facts (t2.facts):
 
   encoder layer   self q, k, v, out        8 s d^2
-                  scores QK^T and A V      4 s^2 d
+                  scores QK^T and A V      4 s^2 d   (+ the positional scheme's)
                   feed-forward             4 s d f   (gated: 6 s d h)
   decoder layer   self q, k, v, out        8 t d^2
-                  self scores and A V      4 t^2 d
+                  self scores and A V      4 t^2 d   (+ the positional scheme's)
                   cross q and out          4 t d^2
                   cross k and v            4 s d^2   (the source's memory, once per layer)
                   cross scores and A V     4 t s d
@@ -27,22 +29,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from t2.model.config import ModelConfig
-from t2.registry import FFN
+from t2.registry import FFN, POSITIONAL
 
 
 def _ffn_flops(cfg: ModelConfig, n: int) -> int:
-    matrices = 3 if FFN.get(cfg.ffn).gated else 2  # hidden size cfg.d_hidden
-    return 2 * matrices * n * cfg.d_model * cfg.d_hidden
+    return n * FFN.facts(cfg.ffn).flops(cfg.d_model, cfg.d_ff)
+
+
+def _positions_flops(cfg: ModelConfig, n: int) -> int:
+    """The positional scheme's own matmuls in a self-attention layer over n tokens."""
+    return POSITIONAL.facts(cfg.positional).flops(n, n, cfg.d_model)
 
 
 def forward_flops(cfg: ModelConfig, s: int, t: int) -> int:
     """Forward matmul FLOPs of one pair with s source and t target tokens (t2's shapes:
     the target counts BOS + tokens, the decoder input)."""
     d, V = cfg.d_model, cfg.vocab_size  # noqa: N806
-    encoder = 8 * s * d * d + 4 * s * s * d + _ffn_flops(cfg, s)
+    encoder = 8 * s * d * d + 4 * s * s * d + _positions_flops(cfg, s) + _ffn_flops(cfg, s)
     decoder = (
         8 * t * d * d
         + 4 * t * t * d
+        + _positions_flops(cfg, t)
         + 4 * t * d * d
         + 4 * s * d * d
         + 4 * t * s * d

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from t2.model.attention import CrossAttention, SelfAttention
-from t2.model.positional import LearnedPositional
+from t2.model.positional import Positional
 
 if TYPE_CHECKING:
     from t2.model.config import ModelConfig
@@ -62,9 +62,9 @@ def initialise(model: nn.Module, cfg: ModelConfig) -> None:
                 module.weight[module.padding_idx].zero_()
     if getattr(model, "output", None) is not None:  # untied output: same scale as embeddings
         nn.init.normal_(model.output.weight, std=std)
-    for module in model.modules():  # learned positions: half the embeddings' variance
-        if isinstance(module, LearnedPositional):
-            nn.init.normal_(module.weight, std=std * math.sqrt(0.5))
+    for module in model.modules():  # a scheme's own parameters (learned positions')
+        if isinstance(module, Positional):
+            module.initialise(std)
     for module in model.modules():
         # W_Q = W_K, biases too (they are nonzero under the default init)
         if cfg.tie_qk_init and isinstance(module, SelfAttention):

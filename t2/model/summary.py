@@ -8,11 +8,13 @@ in 16-bit; here the terms are derived for each sublayer and scaled to the elemen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
+from t2.errors import ConfigError
 from t2.model.config import ModelConfig
-from t2.registry import FFN
+from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, Registry
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:
@@ -39,6 +41,18 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
     return parts
 
 
+def as_declared(registry: Registry, name: str, module: Any, declared: int) -> Any:
+    """A component just built, if it has the parameters its facts declare (the FLOPs,
+    memory and exports count with the facts); else a ConfigError naming both counts."""
+    counted = sum(p.numel() for p in module.parameters())
+    if counted != declared:
+        raise ConfigError(
+            f"{registry.kind} {name!r} builds {counted} parameters where its facts say "
+            f"{declared}; correct the params of its facts ({registry.origin(name)})"
+        )
+    return module
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
     weights: int
@@ -52,6 +66,7 @@ class MemoryEstimate:
 
 
 def _attention_elems(cfg: ModelConfig, s_q: int, s_k: int, b: int, fused: bool) -> float:
+    """One attention layer's elements for b sequences of s_q queries over s_k keys."""
     h, a = cfg.d_model, cfg.n_heads
     # inputs of q/k/v and output projections, q k^T operands, softmax output and its
     # dropout mask, attention-weighted values: 5.5 sbh + 2.5 a s_q s_k b in 16-bit units;
@@ -61,10 +76,10 @@ def _attention_elems(cfg: ModelConfig, s_q: int, s_k: int, b: int, fused: bool) 
     return 5.5 * s_q * b * h + weights
 
 
-def _ffn_elems(cfg: ModelConfig, s: int, b: int) -> float:
-    gated = FFN.get(cfg.ffn).gated
-    per_token = cfg.d_model * 1.5 + cfg.d_hidden * (4 if gated else 2)
-    return per_token * s * b
+def _self_attention_elems(cfg: ModelConfig, s: int, b: int, fused: bool) -> float:
+    """A self-attention layer's, the positional scheme's own term included."""
+    positions = POSITIONAL.facts(cfg.positional).saved(s, s, cfg.n_heads)
+    return _attention_elems(cfg, s, s, b, fused) + positions * b
 
 
 def estimate_memory(
@@ -80,13 +95,14 @@ def estimate_memory(
     benchmarks/bench_memory.py (docs/performance.md)."""
     b = max(1, tokens_per_batch // seq_len)
     s = seq_len
-    fused = device == "cuda" and cfg.attention != "math"
-    norm_elems = s * b * cfg.d_model  # input of each norm (2 bytes in 16-bit)
-    enc = _attention_elems(cfg, s, s, b, fused) + _ffn_elems(cfg, s, b) + 2 * norm_elems
+    fused = device == "cuda" and ATTENTION.facts(cfg.attention).fused
+    norm_elems = s * b * NORM.facts(cfg.norm).saved(cfg.d_model)  # each norm's
+    ffn_elems = s * b * FFN.facts(cfg.ffn).saved(cfg.d_model, cfg.d_ff)
+    enc = _self_attention_elems(cfg, s, b, fused) + ffn_elems + 2 * norm_elems
     dec = (
-        _attention_elems(cfg, s, s, b, fused)
+        _self_attention_elems(cfg, s, b, fused)
         + _attention_elems(cfg, s, s, b, fused)
-        + _ffn_elems(cfg, s, b)
+        + ffn_elems
         + 3 * norm_elems
     )
     # the logits: on CUDA the compiled training pass (train.compile, the default there)

@@ -132,6 +132,13 @@ def is_complete(ckpt: Path) -> bool:
     return (ckpt / COMPLETE).is_file() and (ckpt / WEIGHTS).is_file()
 
 
+def is_run_or_checkpoint(path: str | Path) -> bool:
+    """Whether `path` is a run directory or a checkpoint folder (each holds config.yaml;
+    a checkpoint COMPLETE too, a run checkpoints/), complete or not."""
+    path = Path(path)
+    return (path / CONFIG).is_file() or (path / CHECKPOINTS).is_dir() or is_complete(path)
+
+
 def resolve(path: str | Path) -> Path:
     """A checkpoint folder from a run directory (its best, else latest) or a checkpoint path.
     A best marker that names a checkpoint no longer there is an error, not the latest."""

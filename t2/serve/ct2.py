@@ -1,25 +1,23 @@
 """Export a t2 model to CTranslate2 (https://github.com/OpenNMT/CTranslate2), built through
-`ctranslate2.specs` so that every registered component maps onto the engine's own layers:
+`ctranslate2.specs` so that every component maps onto the engine's own layers. How
+CTranslate2 expresses a component, or the one line that says it cannot, is the component's
+own fact (t2.facts.Ct2, beside its code): the options each gives the TransformerSpec, the
+attributes it sets on each self-attention, and the table an additive positional scheme
+adds (Positional.added_table, as `position_encodings`). What is t2's and not a component's
+is here:
 
     t2                          CTranslate2 TransformerSpec
-    sinusoidal positions        the table as `position_encodings` (CTranslate2's built-in
-                                sinusoids count from 1 with another frequency step)
-    learned positions           `position_encodings`, the same table
-    rope                        `rotary_dim=0`, `rotary_interleave=False` (t2 rotates halves),
-                                `rotary_base`, self-attention only, as t2 does
-    none                        relative positions (Shaw et al. 2018) whose tables are zero:
-                                attention gets no positional term, and no length limit
-    layernorm / rmsnorm         `rms_norm`, with `layer_norm_epsilon` = model.norm_eps
-    relu / gelu / swiglu / geglu  Activation.RELU / GELU (erf, as F.gelu) / SWISH / GELU with
-                                `ffn_glu` (linear_0 = gate, linear_0_noact = up)
+    norm weight and bias        each norm's `gamma` and `beta`
+    a gated feed-forward        `ffn_glu` (linear_0 = gate, linear_0_noact = up)
     pre / post norm             `pre_norm`; a pre-norm stack's final norm is `layer_norm`
     tie_embeddings all/decoder/none  separate encoder and decoder embeddings and projection;
                                 the spec stores equal matrices once
     embeddings x sqrt(d_model)  `scale_embeddings`
     decoder starts from BOS     `decoder_start_token` <s>; `add_source_bos` = data.src_bos
+    model.attention             any kernel: they compute the same function
 
-A component without an entry here fails at once with one line naming it. The format
-(detection, reader, writer, files) is t2.formats.ct2.
+A component CTranslate2 cannot express fails at once in its own line. The format
+(detection, reader, writer, files) is t2.formats.export.ct2.
 """
 
 from __future__ import annotations
@@ -33,21 +31,15 @@ import torch
 
 from t2.config import Config, ModelConfig
 from t2.errors import CheckpointError, ExportError
-from t2.model.positional import sinusoid_table
 from t2.model.transformer import Transformer
+from t2.registry import FFN, NORM, POSITIONAL, Registry
 from t2.serve import QUANTIZATIONS
 
-POSITIONS = ("sinusoidal", "learned", "rope", "none")
-# why a registered component has no mapping, where the reason is CTranslate2's
-UNEXPRESSED = {"alibi": "CTranslate2 has ALiBi in decoder-only models, not in encoders"}
-NORMS = {"layernorm": False, "rmsnorm": True}  # name -> rms_norm
-FFNS = {
-    "relu": ("RELU", False),
-    "gelu": ("GELU", False),
-    "swiglu": ("SWISH", True),
-    "geglu": ("GELU", True),
-}  # name -> (Activation member, ffn_glu); GELU is erf's
-TABLE_POSITIONS = ("sinusoidal", "learned")  # exported as a table of model.max_positions rows
+MAPPED: tuple[tuple[str, Registry], ...] = (  # the ModelConfig keys whose components map
+    ("positional", POSITIONAL),
+    ("norm", NORM),
+    ("ffn", FFN),
+)
 EXPORT_META = "t2_export.json"  # beside CTranslate2's files: what translation needs of the run
 EXPORT_FORMAT = 1
 
@@ -61,15 +53,13 @@ def require_ctranslate2() -> None:
 
 def check_exportable(cfg: ModelConfig) -> None:
     """Fail in one line, naming the component, if CTranslate2 cannot express the model."""
-    for key, value, known in (
-        ("positional", cfg.positional, POSITIONS),
-        ("norm", cfg.norm, NORMS),
-        ("ffn", cfg.ffn, FFNS),
-    ):
-        if value not in known:
-            why = f"{UNEXPRESSED[value]}; " if value in UNEXPRESSED else ""
+    for key, registry in MAPPED:
+        value = getattr(cfg, key)
+        why = registry.facts(value).ct2.unexpressed
+        if why:
+            known = [n for n in registry.names() if not registry.facts(n).ct2.unexpressed]
             raise ExportError(
-                f"model.{key}={value!r} has no CTranslate2 equivalent ({why}exportable: "
+                f"model.{key}={value!r} has no CTranslate2 equivalent ({why}; exportable: "
                 f"{', '.join(known)}); export a run with another model.{key}"
             )
     for key in ("n_encoder_layers", "n_decoder_layers"):
@@ -81,13 +71,10 @@ def check_exportable(cfg: ModelConfig) -> None:
 
 
 def position_table(model: Transformer) -> torch.Tensor | None:
-    """The additive position table CTranslate2 adds after the scaled embeddings, (T, D)."""
-    cfg = model.cfg
-    if cfg.positional == "learned":
-        return model.positional.weight.detach()
-    if cfg.positional == "sinusoidal":  # t2's layout: sin at even, cos at odd dimensions
-        return sinusoid_table(cfg.max_positions, cfg.d_model, cfg.rope_base)
-    return None
+    """The additive position table CTranslate2 adds after the scaled embeddings, (T, D) of
+    model.max_positions rows; None where the scheme adds none."""
+    table = model.positional.added_table(model.cfg.max_positions)
+    return None if table is None else table.detach()
 
 
 def _linear(spec: Any, layer: torch.nn.Linear) -> None:
@@ -102,9 +89,9 @@ def _norm(spec: Any, norm: torch.nn.Module) -> None:
         spec.beta = norm.bias.detach()
 
 
-def _ffn(spec: Any, ffn: torch.nn.Module, norm: torch.nn.Module) -> None:
+def _ffn(spec: Any, ffn: torch.nn.Module, norm: torch.nn.Module, gated: bool) -> None:
     _norm(spec.layer_norm, norm)
-    if ffn.gated:  # act(x W_gate) * (x W_up), then W2
+    if gated:  # act(x W_gate) * (x W_up), then W2
         _linear(spec.linear_0, ffn.w_gate)
         _linear(spec.linear_0_noact, ffn.w_up)
     else:
@@ -116,24 +103,25 @@ def _self_attention(spec: Any, layer: Any, norm: torch.nn.Module, cfg: ModelConf
     _norm(spec.layer_norm, norm)
     _linear(spec.linear[0], layer.qkv)  # fused [q; k; v], heads contiguous, as CTranslate2
     _linear(spec.linear[1], layer.out_proj)
-    if cfg.positional == "none":  # zero relative keys and values, max distance 1: no term
-        zeros = torch.zeros(3, cfg.d_head)
-        spec.relative_position_keys, spec.relative_position_values = zeros, zeros
+    for name, make in POSITIONAL.facts(cfg.positional).ct2.attention.items():
+        setattr(spec, name, make(cfg))
 
 
 def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
+    """Both stacks' TransformerSpec options: the placement of the norms, then each
+    component's own (a callable one made from the config)."""
     from ctranslate2.specs import common_spec  # optional dependency: the serve extra
 
-    activation, glu = FFNS[cfg.ffn]
-    options: dict[str, Any] = dict(
-        pre_norm=cfg.norm_position == "pre",
-        activation=getattr(common_spec.Activation, activation),
-        ffn_glu=glu,
-        rms_norm=NORMS[cfg.norm],
-        relative_position=cfg.positional == "none",
-    )
-    if cfg.positional == "rope":
-        options.update(rotary_dim=0, rotary_interleave=False, rotary_base=cfg.rope_base)
+    options: dict[str, Any] = {"pre_norm": cfg.norm_position == "pre"}
+    for key, registry in MAPPED:
+        for name, value in registry.facts(getattr(cfg, key)).ct2.options.items():
+            options[name] = value(cfg) if callable(value) else value
+    if "activation" not in options:  # the spec's default would be ReLU, whatever the model's
+        raise ExportError(
+            f"model.ffn={cfg.ffn!r} names no CTranslate2 activation in its facts; give its "
+            f"Ct2 options an `activation` or an `unexpressed` reason"
+        )
+    options["activation"] = getattr(common_spec.Activation, options["activation"])
     return options
 
 
@@ -153,9 +141,10 @@ def build_spec(model: Transformer, tokens: list[str], src_bos: bool) -> Any:
     table = position_table(model)
     if table is not None:
         enc.position_encodings.encodings = dec.position_encodings.encodings = table
+    gated = FFN.facts(cfg.ffn).gated
     for layer_spec, layer in zip(enc.layer, model.encoder, strict=True):
         _self_attention(layer_spec.self_attention, layer.self_attn, layer.res_attn.norm, cfg)
-        _ffn(layer_spec.ffn, layer.ffn, layer.res_ffn.norm)
+        _ffn(layer_spec.ffn, layer.ffn, layer.res_ffn.norm, gated)
     for layer_spec, layer in zip(dec.layer, model.decoder, strict=True):
         _self_attention(layer_spec.self_attention, layer.self_attn, layer.res_self.norm, cfg)
         cross = layer_spec.attention
@@ -163,7 +152,7 @@ def build_spec(model: Transformer, tokens: list[str], src_bos: bool) -> Any:
         _linear(cross.linear[0], layer.cross_attn.q)
         _linear(cross.linear[1], layer.cross_attn.kv)  # fused [k; v]
         _linear(cross.linear[2], layer.cross_attn.out_proj)
-        _ffn(layer_spec.ffn, layer.ffn, layer.res_ffn.norm)
+        _ffn(layer_spec.ffn, layer.ffn, layer.res_ffn.norm, gated)
     if cfg.norm_position == "pre":
         _norm(enc.layer_norm, model.encoder_norm)
         _norm(dec.layer_norm, model.decoder_norm)
@@ -195,9 +184,9 @@ def save_spec(model: Transformer, cfg: Config, tokenizer: Any, folder: str, quan
     spec.save(folder)
 
 
-def table_rows(cfg: ModelConfig) -> int | None:
+def table_rows(model: Transformer) -> int | None:
     """Positions the export encodes (a table's rows), None where it has no limit."""
-    return cfg.max_positions if cfg.positional in TABLE_POSITIONS else None
+    return None if position_table(model) is None else model.cfg.max_positions
 
 
 def is_export(path: str | Path) -> bool:

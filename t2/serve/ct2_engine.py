@@ -1,7 +1,8 @@
 """Translate with a CTranslate2 export as t2's own search does: the same source ids, the same
 length-sorted batches, the same maximum length and the same scores.
 
-Greedy search gives t2's token ids: a batch is decoded in one call up to its longest maximum
+Each search strategy says how CTranslate2 runs it (t2.facts.SearchFacts), or why it cannot;
+greedy search gives t2's token ids: a batch is decoded in one call up to its longest maximum
 length (max_len_a * source length + max_len_b tokens before EOS), and a sentence whose output
 reached its own shorter maximum is decoded again at that maximum, so each output ends where
 t2 forces EOS. PAD and BOS are never generated,
@@ -26,6 +27,7 @@ from t2.decoding.common import Hypothesis, length_penalty, output_limits
 from t2.decoding.options import DecodeConfig
 from t2.errors import ExportError
 from t2.progress import Progress
+from t2.registry import SEARCH
 from t2.serve.engine import Engine, length_batches
 from t2.specials import EOS, SPECIALS
 
@@ -53,7 +55,7 @@ def translator(folder: str, device: str, precision: str | None, workers: int) ->
 
 
 class Ct2Engine(Engine):
-    """CTranslate2's searches over a translator of an export (t2.formats.ct2)."""
+    """CTranslate2's searches over a translator of an export (t2.formats.export.ct2)."""
 
     def __init__(
         self,
@@ -74,14 +76,12 @@ class Ct2Engine(Engine):
     def decode_ids(
         self, src_ids: Sequence[list[int]], decode: DecodeConfig, progress: Progress | None = None
     ) -> list[list[Hypothesis]]:
-        """Every batch is queued at once; the translator's workers take them in turn."""
-        if decode.search == "sample":
-            raise ExportError(
-                "--search sample runs on t2's own engine: translate the run (or its hf "
-                "export), not its CTranslate2 export"
-            )
-        if decode.search == "greedy":  # CTranslate2's greedy search is its beam of 1
-            decode = replace(decode, beam_size=1)
+        """Every batch is queued at once; the translator's workers take them in turn. The
+        search runs as its facts say CTranslate2 runs it (greedy: a beam of 1), or not."""
+        how = SEARCH.facts(decode.search).ct2
+        if how.unexpressed:
+            raise ExportError(how.unexpressed)
+        decode = replace(decode, **how.options)
         self._note(decode)
         hyps: list[list[Hypothesis]] = [[] for _ in src_ids]
         batches = list(length_batches([len(r) for r in src_ids], decode.batch_size))

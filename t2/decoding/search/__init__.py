@@ -1,8 +1,8 @@
-"""The entry to decoding: the search strategies (decode.search) are one registry, greedy and
-sampling (t2.decoding.greedy) and beam (t2.decoding.beam), each a strategy of the one loop
-(t2.decoding.loop). Each registered name makes its strategy object from the decode
-settings and a random generator (sampling's); `search` runs it in the loop over a padded
-source batch (B, S) and returns each sentence's n-best hypotheses."""
+"""The entry to decoding: the search strategies (decode.search), one module each (greedy,
+sample, beam), each a strategy of the one loop (t2.decoding.loop). Each registered name
+makes its strategy object from the decode settings and a random generator (sampling's)
+and comes with its facts (t2.facts.SearchFacts); `search` runs it in the loop over a
+padded source batch (B, S) and returns each sentence's n-best hypotheses."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-import t2.decoding.beam
-import t2.decoding.greedy  # noqa: F401  (register the strategies)
 from t2.decoding.common import Hypothesis
 from t2.decoding.loop import generate
 from t2.model.transformer import Transformer

@@ -1,5 +1,6 @@
-"""Attention kernels, one registry entry each (model.attention): every one computes
-softmax(q k^T / sqrt(Dh) + bias + mask) v.
+"""Attention kernels (model.attention), one module each: sdpa, sdpa_cudnn, math and
+flash_attn; every one computes softmax(q k^T / sqrt(Dh) + bias + mask) v and registers with
+its facts (t2.facts.KernelFacts). What they share is here.
 
 A kernel takes q, k, v of shape (B, H, T, Dh), an optional key padding mask (B, Tk) with
 True at padding, a causal flag, the dropout probability and an optional additive `bias`
@@ -9,8 +10,6 @@ broadcastable to (B, H, Tq, Tk) in float (a positional scheme's, such as ALiBi's
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import math
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +17,6 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from t2.model.codepath import code_path
 from t2.model.flex import flex_attention_masked
-from t2.registry import ATTENTION
 
 Tensor = torch.Tensor
 
@@ -50,7 +48,7 @@ CPU_FORMULA_MAX_KEYS = 128
 CPU_FORMULA_MIN_KEYS_ONE_QUERY = 16  # float32; below 16 bits, from 1 key
 
 
-def _formula_is_faster(q: Tensor, k: Tensor) -> bool:
+def formula_is_faster(q: Tensor, k: Tensor) -> bool:
     """On a CPU, eagerly, over few keys; compiled, SDPA always (one graph for every
     length: a choice by length would recompile at each threshold)."""
     keys = k.shape[-2]
@@ -80,7 +78,7 @@ def _float_mask(
     return out if mask is None else out.masked_fill(~mask, float("-inf"))
 
 
-def _sdpa(
+def sdpa_on(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -111,90 +109,16 @@ def _sdpa(
         )
 
 
-@ATTENTION.register("sdpa")
-def sdpa_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    key_padding: Tensor | None,
-    causal: bool,
-    dropout_p: float,
-    bias: Tensor | None = None,
-) -> Tensor:
-    """PyTorch's fused scaled_dot_product_attention: on CUDA its flash and memory-efficient
-    kernels (CUDA_BACKENDS), on a CPU the explicit formula where that is faster (at most
-    128 keys)."""
-    if _formula_is_faster(q, k):
-        return math_attention(q, k, v, key_padding, causal, dropout_p, bias)
-    return _sdpa(q, k, v, key_padding, causal, dropout_p, CUDA_BACKENDS, bias)
-
-
-@ATTENTION.register("sdpa_cudnn")
-def sdpa_cudnn_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    key_padding: Tensor | None,
-    causal: bool,
-    dropout_p: float,
-    bias: Tensor | None = None,
-) -> Tensor:
-    """`sdpa` with cuDNN's kernel first on CUDA (it builds a plan per shape; with few
-    shapes, data.max_shapes, that cost is paid a bounded number of times)."""
-    if _formula_is_faster(q, k):
-        return math_attention(q, k, v, key_padding, causal, dropout_p, bias)
-    return _sdpa(q, k, v, key_padding, causal, dropout_p, CUDNN_FIRST, bias)
-
-
 def attention_weights(
     q: Tensor, k: Tensor, key_padding: Tensor | None, causal: bool, bias: Tensor | None = None
 ) -> Tensor:
     """The attention probabilities softmax(q k^T / sqrt(Dh) + bias + mask), (B, H, Tq, Tk)."""
-    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    # no `import math` in this package: its kernel module t2.model.kernels.math would
+    # take that name here once imported
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / q.shape[-1] ** 0.5
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return scores.softmax(dim=-1)
-
-
-@ATTENTION.register("math")
-def math_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    key_padding: Tensor | None,
-    causal: bool,
-    dropout_p: float,
-    bias: Tensor | None = None,
-) -> Tensor:
-    """The explicit formula, for reference: softmax(q k^T / sqrt(Dh) + bias + mask) v."""
-    weights = F.dropout(attention_weights(q, k, key_padding, causal, bias), p=dropout_p)
-    return torch.einsum("bhqk,bhkd->bhqd", weights, v)
-
-
-FLASH_ATTN_AVAILABLE = importlib.util.find_spec("flash_attn") is not None
-
-
-@ATTENTION.register("flash_attn")
-def flash_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    key_padding: Tensor | None,
-    causal: bool,
-    dropout_p: float,
-    bias: Tensor | None = None,
-) -> Tensor:
-    """FlashAttention-2 (Dao 2023) when installed, on CUDA in 16-bit and without a padding
-    mask or bias (decoder self-attention); everything else falls back to PyTorch's SDPA."""
-    usable = FLASH_ATTN_AVAILABLE and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
-    if not usable or key_padding is not None or bias is not None:
-        return sdpa_attention(q, k, v, key_padding, causal, dropout_p, bias)
-    from flash_attn import flash_attn_func  # optional dependency: the flash extra
-
-    out = flash_attn_func(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dropout_p, causal=causal
-    )  # (B, T, H, Dh)
-    return out.transpose(1, 2)

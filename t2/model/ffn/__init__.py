@@ -1,30 +1,33 @@
-"""Position-wise feed-forward networks: ReLU (Vaswani et al. 2017), GELU, and the GLU
-variants SwiGLU / GeGLU (Shazeer 2020, arXiv:2002.05202)."""
+"""Position-wise feed-forward networks (model.ffn), one module each: relu (Vaswani et al.
+2017), gelu, and the GLU variants swiglu and geglu (Shazeer 2020, arXiv:2002.05202). Each
+is a module of (d_model, d_ff, dropout, bias) that registers with its facts
+(t2.facts.FfnFacts); the two shapes they share are here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from t2.model.config import gated_hidden_size
+from t2.facts import gated_hidden_size
 from t2.model.fused import Dropout, gated_projection
+from t2.model.summary import as_declared
 from t2.registry import FFN
+
+__all__ = ["FeedForward", "GatedFeedForward", "build_ffn", "gated_hidden_size"]
 
 
 class FeedForward(nn.Module):
     """FFN(x) = act(x W1 + b1) W2 + b2, the paper's position-wise network."""
 
-    gated = False
+    act: Callable[[torch.Tensor], torch.Tensor]  # each variant's activation
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool, act: Callable) -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool) -> None:
         super().__init__()
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = Dropout(dropout)
-        self.act = act
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(self.dropout(self.act(self.w1(x))))
@@ -33,16 +36,15 @@ class FeedForward(nn.Module):
 class GatedFeedForward(nn.Module):
     """GLU variant, Shazeer 2020: (act(x W) * (x V)) W2 with hidden size 2/3 d_ff."""
 
-    gated = True
+    act: Callable[[torch.Tensor], torch.Tensor]  # each variant's activation of the gate
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool, act: Callable) -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float, bias: bool) -> None:
         super().__init__()
         hidden = gated_hidden_size(d_ff)
         self.w_gate = nn.Linear(d_model, hidden, bias=bias)
         self.w_up = nn.Linear(d_model, hidden, bias=bias)
         self.w2 = nn.Linear(hidden, d_model, bias=bias)
         self.dropout = Dropout(dropout)
-        self.act = act
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.w_gate(x), self.w_up(x)
@@ -52,19 +54,6 @@ class GatedFeedForward(nn.Module):
         return gated_projection(gate, up, self.w2, self.act)
 
 
-def _variant(base: type, act: Callable) -> Callable[..., nn.Module]:
-    def build(d_model: int, d_ff: int, dropout: float, bias: bool) -> nn.Module:
-        return base(d_model, d_ff, dropout, bias, act)
-
-    build.gated = base.gated  # type: ignore[attr-defined]
-    return build
-
-
-FFN.register("relu")(_variant(FeedForward, F.relu))
-FFN.register("gelu")(_variant(FeedForward, F.gelu))
-FFN.register("swiglu")(_variant(GatedFeedForward, F.silu))
-FFN.register("geglu")(_variant(GatedFeedForward, F.gelu))
-
-
 def build_ffn(name: str, d_model: int, d_ff: int, dropout: float, bias: bool) -> nn.Module:
-    return FFN.get(name)(d_model, d_ff, dropout, bias)
+    ffn = FFN.get(name)(d_model, d_ff, dropout, bias)
+    return as_declared(FFN, name, ffn, FFN.facts(name).params(d_model, d_ff, bias))

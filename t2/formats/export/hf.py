@@ -10,9 +10,8 @@ from pathlib import Path
 
 from t2.errors import CheckpointError
 from t2.formats.base import ModelFormat, Opened
-from t2.formats.options import ENGINES, option_names
 from t2.hub.card import model_card
-from t2.hub.layout import CONFIG_JSON, FILES
+from t2.hub.layout import CONFIG_JSON, FILES, WEIGHTS
 from t2.hub.pretrained import is_pretrained, load_folder
 from t2.model.summary import count_parameters
 from t2.registry import EXPORT
@@ -24,15 +23,18 @@ class HfFormat(ModelFormat):
     """A model folder for the Hugging Face Hub, read by t2's own engine."""
 
     name = "hf"
-    options = option_names("hf")
-    engine = ENGINES["hf"]
+    holds = f"an hf folder {CONFIG_JSON} and {WEIGHTS}"
+    options = ("name",)
+    engine = "t2"
     files = FILES
 
     @staticmethod
     def detect(folder: Path) -> bool:
         return is_pretrained(folder)
 
-    def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
+    def load(
+        self, folder: Path, device: str, precision: str | None, workers: int, average_last: int
+    ) -> Opened:
         bundle = load_folder(folder, device)
         src_bos = bundle.config.data.src_bos
         engine = TorchEngine(bundle.t2_model(), bundle.tokenizer, src_bos, device, precision)

@@ -1,7 +1,5 @@
-"""Strategies that extend each sentence by one token a step (one row a sentence in the one
-loop, t2.decoding.loop): greedy (the most probable token) and sampling (a token drawn from
-the model's distribution through the logits processors, for back-translation: Edunov et
-al. 2018, arXiv:1808.09381, found sampled sources train better than beam ones)."""
+"""Greedy search: the most probable token at every step. Its strategy, one row a sentence
+extended by one token a step (TokenByToken), is sampling's too (t2.decoding.search.sample)."""
 
 from __future__ import annotations
 
@@ -12,12 +10,12 @@ import torch
 
 from t2.decoding.common import Hypothesis, Penalty, hypotheses, penalty
 from t2.decoding.loop import Live
-from t2.decoding.processors import Processor, process, processors
+from t2.facts import Ct2, SearchFacts
 from t2.model.transformer import DecoderState
 from t2.registry import SEARCH
 from t2.specials import EOS, PAD
 
-if TYPE_CHECKING:  # the options import this module to register its strategies
+if TYPE_CHECKING:  # the options (the config floor) need no strategy
     from t2.decoding.options import DecodeConfig
 
 Tensor = torch.Tensor
@@ -62,28 +60,8 @@ def most_probable(lprobs: Tensor) -> tuple[Tensor, Tensor]:
     return lprobs.max(dim=-1)
 
 
-def sampler(chain: list[Processor], generator: torch.Generator | None) -> Choose:
-    """Draw each next token from softmax of the processed log-probabilities; the
-    log-probability kept is the model's own."""
-
-    def choose(lprobs: Tensor) -> tuple[Tensor, Tensor]:
-        logits = process(chain, lprobs)
-        token = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
-        return lprobs.gather(1, token[:, None]).squeeze(1), token
-
-    return choose
-
-
-@SEARCH.register("greedy")
+@SEARCH.register("greedy", SearchFacts(Ct2({"beam_size": 1})))  # CTranslate2: a beam of 1
 def greedy(cfg: DecodeConfig, generator: torch.Generator) -> TokenByToken:
     """The most probable token at every step; lenpen and length_norm only scale the
     reported score."""
     return TokenByToken(most_probable, penalty(cfg.lenpen, cfg.length_norm))
-
-
-@SEARCH.register("sample")
-def sample(cfg: DecodeConfig, generator: torch.Generator) -> TokenByToken:
-    """cfg.nbest samples of each sentence, best score first; reproducible for a given
-    `generator` state."""
-    choose = sampler(processors(cfg), generator)
-    return TokenByToken(choose, penalty(cfg.lenpen, cfg.length_norm), cfg.nbest)

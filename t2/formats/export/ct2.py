@@ -14,7 +14,6 @@ from t2.atomic import atomic_folder
 from t2.data.tokenizer import load_tokenizer
 from t2.errors import ConfigError, ExportError
 from t2.formats.base import ModelFormat, Opened
-from t2.formats.options import ENGINES, option_names
 from t2.hub.layout import TOKENIZER_FILES
 from t2.hub.pretrained import Bundle
 from t2.registry import EXPORT
@@ -50,7 +49,7 @@ def export_record(opened: Opened, quant: str) -> dict[str, Any]:
         "recipe": opened.provenance.get("recipe"),
         "step": opened.provenance.get("step"),
         "src_bos": cfg.data.src_bos,
-        "max_positions": table_rows(cfg.model),
+        "max_positions": table_rows(opened.model),
         "decode": cfg.to_dict()["decode"],
         "config": cfg.to_dict(),
     }
@@ -61,15 +60,19 @@ class Ct2Format(ModelFormat):
     """A CTranslate2 model folder, read by CTranslate2's engine."""
 
     name = "ct2"
-    options = option_names("ct2")
-    engine = ENGINES["ct2"]
+    holds = f"a ct2 export {EXPORT_META}"
+    options = ("quantization",)
+    engine = "ct2"
+    parallel = True
     files = (*CT2_FILES, *TOKENIZER_FILES, EXPORT_META)
 
     @staticmethod
     def detect(folder: Path) -> bool:
         return is_export(folder)
 
-    def load(self, folder: Path, device: str, precision: str | None, workers: int) -> Opened:
+    def load(
+        self, folder: Path, device: str, precision: str | None, workers: int, average_last: int
+    ) -> Opened:
         require_ctranslate2()
         meta, cfg = read_export(folder)
         tokenizer = load_tokenizer(folder)

@@ -16,11 +16,12 @@ import torch.nn.functional as F
 
 from t2.decoding.common import NEG_INF, Hypothesis, Penalty, hypotheses, penalty
 from t2.decoding.loop import Live
+from t2.facts import Ct2, SearchFacts
 from t2.model.transformer import DecoderState
 from t2.registry import SEARCH
 from t2.specials import EOS, PAD
 
-if TYPE_CHECKING:  # the options import this module to register its strategy
+if TYPE_CHECKING:  # the options (the config floor) need no strategy
     from t2.decoding.options import DecodeConfig
 
 Tensor = torch.Tensor
@@ -177,7 +178,7 @@ def _collect(results: list, batch: int, nbest: int, lp: Penalty) -> list[list[Hy
     return out
 
 
-@SEARCH.register("beam")
+@SEARCH.register("beam", SearchFacts(Ct2()))  # CTranslate2: its beam of decode.beam_size
 def beam(cfg: DecodeConfig, generator: torch.Generator) -> BeamSearch:
     """Beam search of cfg.beam_size (a beam of 1 is recorded as greedy, t2.decoding.options)."""
     lp = penalty(cfg.lenpen, cfg.length_norm)

@@ -1,0 +1,60 @@
+"""Attention with linear biases, Press et al. 2022 (arXiv:2108.12409)."""
+
+from __future__ import annotations
+
+import torch
+
+from t2.facts import Ct2, PositionalFacts
+from t2.model.positional import Positional
+from t2.registry import POSITIONAL
+
+
+def alibi_slopes(n_heads: int) -> list[float]:
+    """The heads' slopes, a geometric sequence starting at 2^(-8/n) with that ratio (Press et
+    al. 2022, section 3); for a head count that is not a power of two, those of the power
+    below, then every other slope of the power above, as the authors' code does."""
+    if n_heads & (n_heads - 1) == 0:
+        start = 2.0 ** (-8.0 / n_heads)
+        return [start ** (i + 1) for i in range(n_heads)]
+    below = 1 << (n_heads.bit_length() - 1)
+    return alibi_slopes(below) + alibi_slopes(2 * below)[0::2][: n_heads - below]
+
+
+@POSITIONAL.register(
+    "alibi",
+    PositionalFacts(
+        order=True,
+        summary="self-attention's scores biased by distance",
+        params=lambda d_model, max_positions: 0,
+        ct2=Ct2(unexpressed="CTranslate2 has ALiBi in decoder-only models, not in encoders"),
+    ),
+)
+class AlibiPositional(Positional):
+    """Attention with linear biases, Press et al. 2022 (arXiv:2108.12409): no position
+    embeddings; head h adds -m_h * |i - j| to self-attention's score of query i and key j.
+    In the decoder the causal mask leaves j <= i, the paper's -m_h * (i - j); the encoder
+    sees keys on both sides, so the distance is symmetric. Extrapolates: no length limit."""
+
+    def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
+        super().__init__(d_model, d_head, max_positions, base)
+        slopes = torch.tensor(alibi_slopes(d_model // d_head))
+        self.register_buffer("slopes", slopes[:, None, None], False)  # (H, 1, 1)
+        self._last: tuple[tuple, torch.Tensor] | None = None  # the last shape's bias
+
+    def attention_bias(
+        self, n_queries: int, n_keys: int, offset: int, device: torch.device
+    ) -> torch.Tensor:
+        """Built once per shape: every self-attention layer of a forward pass asks for the
+        same one (the compiler shares it by itself)."""
+        if torch.compiler.is_compiling():
+            return self._bias(n_queries, n_keys, offset, device)
+        key = (n_queries, n_keys, offset, device, self.slopes.data_ptr())
+        if self._last is None or self._last[0] != key:
+            self._last = (key, self._bias(n_queries, n_keys, offset, device))
+        return self._last[1]
+
+    def _bias(self, n_queries: int, n_keys: int, offset: int, device: torch.device) -> torch.Tensor:
+        queries = torch.arange(offset, offset + n_queries, device=device)
+        keys = torch.arange(n_keys, device=device)
+        distance = (queries[:, None] - keys[None, :]).abs().float()  # (Tq, Tk)
+        return (-self.slopes.to(device) * distance)[None]  # (1, H, Tq, Tk)
