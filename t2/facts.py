@@ -127,6 +127,9 @@ class KernelFacts:
 @dataclass(frozen=True)
 class SearchFacts:
     """A search strategy (decode.search): `ct2`, the decode settings CTranslate2's engine
-    runs it with, or why that engine cannot."""
+    runs it with, or why that engine cannot; `reads`, the decode keys of its own that its
+    output depends on (those of every strategy, such as lenpen, are the decode section's),
+    which results and model cards record."""
 
     ct2: Ct2
+    reads: tuple[str, ...]

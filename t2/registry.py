@@ -105,8 +105,8 @@ class Registry(Generic[T]):
         parent, _, own = module.rpartition(".")
         if self.package is not None and parent == self.package and own != name:
             raise ConfigError(
-                f"{module} registers {self.kind} {name!r}; a built-in module registers its "
-                f"file's name, {own!r}"
+                f"{self.kind} {name!r} is an object of {module}, a built-in module, which "
+                f"registers its file's name, {own!r}; register an object of your own"
             )
 
     def check(self, name: str) -> str:

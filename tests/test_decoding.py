@@ -311,3 +311,21 @@ def test_the_decode_section_checks_search_options():
         with pytest.raises(ConfigError, match=match):
             DecodeConfig(**bad)
     assert DecodeConfig(search="sample", nbest=5, beam_size=1).nbest == 5
+
+
+def test_a_decode_records_the_keys_its_strategy_reads_by_the_strategys_facts(monkeypatch):
+    """What shapes a search's output is each strategy's fact, so a strategy registered
+    later records its own keys (they were named by strategy in the decode section)."""
+    from t2.decoding.search.beam import beam
+    from t2.facts import Ct2, SearchFacts
+    from t2.registry import SEARCH
+
+    monkeypatch.setattr(SEARCH, "_entries", dict(SEARCH._entries))
+    facts = SearchFacts(Ct2(), reads=("beam_size", "stopping"))
+    SEARCH.register("wide_probe", facts)(lambda cfg, generator: beam(cfg, generator))
+    recorded = DecodeConfig(search="wide_probe", beam_size=7).recorded()
+    assert list(recorded)[:3] == ["search", "beam_size", "stopping"] and recorded["beam_size"] == 7
+    assert "temperature" not in recorded and "lenpen" in recorded
+    sampled = DecodeConfig(search="sample", temperature=0.5).recorded()
+    assert sampled["temperature"] == 0.5 and "beam_size" not in sampled
+    assert "beam_size" not in DecodeConfig(search="greedy").recorded()

@@ -88,7 +88,7 @@ def test_built_in_names_are_the_package_s_modules_and_import_one_when_resolved(
     assert "probe_widgets.b" not in sys.modules  # only the module of the name resolved
     with pytest.raises(LookupError, match="probe_widgets.b registers no widget 'b'"):
         widgets.get("b")
-    with pytest.raises(ConfigError, match="probe_widgets.c registers widget 'd'; a built-in"):
+    with pytest.raises(ConfigError, match="widget 'd' is an object of probe_widgets.c, a built"):
         widgets.get("c")
 
 
@@ -126,7 +126,7 @@ def test_a_component_from_outside_registers_under_its_own_name_with_its_facts(no
     with pytest.raises(ConfigError, match="comes without its facts: pass a t2.facts.NormFacts"):
         register("norm", "bare_probe")
     with pytest.raises(ConfigError, match="comes without its facts: pass a t2.facts.NormFacts"):
-        register("norm", "wrong_probe", SearchFacts(Ct2()))
+        register("norm", "wrong_probe", SearchFacts(Ct2(), reads=()))
     with pytest.raises(ConfigError, match="unknown kind of component 'normalization'; valid"):
         register("normalization", "x", _norm_facts())
 

@@ -16,7 +16,7 @@ from t2.errors import ConfigError
 from t2.registry import SEARCH
 from t2.section import Section, choice, component, option
 
-ANY, SAMPLE = ("*",), ("sample",)
+ANY = ("*",)  # shapes: every strategy's output depends on the key
 
 
 @dataclass(frozen=True)
@@ -25,11 +25,13 @@ class DecodeConfig(Section):
 
     SECTION = "decode"
 
-    # shapes: the strategies whose output a key changes (ANY: all); batch_size and nbest
-    # change how many sentences at once and how many hypotheses kept, not what is found
+    # shapes=ANY: every strategy's output depends on the key; a strategy's own keys are its
+    # facts' (t2.facts.SearchFacts.reads: beam_size and stopping for beam, ...); batch_size
+    # and nbest change how many sentences at once and how many hypotheses kept, not what
+    # is found
     # greedy has one name: search beam with beam_size 1 is recorded as search greedy
     search: str = component("beam", SEARCH, help="greedy, beam (a beam of 1 is greedy) or sample")
-    beam_size: int = option(4, "beams per sentence (1: greedy)", "--beam", shapes=("beam",))
+    beam_size: int = option(4, "beams per sentence (1: greedy)", "--beam")
     lenpen: float = option(0.6, "length penalty alpha (the paper's 0.6)", shapes=ANY)
     # how a hypothesis' summed log-probability is normalised by its length n (EOS included):
     # length: / n^lenpen (fairseq's --lenpen, transformers' length_penalty); gnmt:
@@ -47,16 +49,12 @@ class DecodeConfig(Section):
     #   them (transformers' early_stopping=False); exact: nor at the maximum length, a true
     #   bound (early_stopping="never"; slower); first_k: at once (fairseq's rule)
     stopping: str = choice(
-        "heuristic", "exact", "first_k", help="when a sentence's beam search ends", shapes=("beam",)
+        "heuristic", "exact", "first_k", help="when a sentence's beam search ends"
     )
-    temperature: float = option(1.0, "sample: divide log-probabilities by this", shapes=SAMPLE)
-    top_k: int = option(0, "sample: from the k most probable tokens only (0: all)", shapes=SAMPLE)
-    top_p: float = option(
-        1.0, "sample: from the smallest set of probability >= p (nucleus)", shapes=SAMPLE
-    )
-    seed: int = option(
-        0, "sample: seed of the random draws (the same seed, the same output)", shapes=SAMPLE
-    )
+    temperature: float = option(1.0, "sample: divide log-probabilities by this")
+    top_k: int = option(0, "sample: from the k most probable tokens only (0: all)")
+    top_p: float = option(1.0, "sample: from the smallest set of probability >= p (nucleus)")
+    seed: int = option(0, "sample: seed of the random draws (the same seed, the same output)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -95,10 +93,16 @@ class DecodeConfig(Section):
 
 def output_settings(values: dict) -> dict:
     """Of a decode section's values (a dict, as records hold them), the ones its search
-    strategy's output depends on (each field's `shapes`), search first; a record without
-    `search` was written before it existed: beam search."""
+    strategy's output depends on: search, the strategy's own keys (its facts' `reads`,
+    which imports the strategy), then every strategy's (shapes=ANY), in the section's
+    order. A record without `search` was written before it existed: beam search."""
     search = values.get("search", "beam")
+    reads = SEARCH.facts(search).reads
     shapes = {f.name: f.metadata.get("shapes", ()) for f in fields(DecodeConfig)}
-    own = [k for k, on in shapes.items() if search in on]  # the strategy's own keys first
-    shaping = own + [k for k, on in shapes.items() if on == ANY]
+    if not set(reads) <= set(shapes):
+        unknown = ", ".join(sorted(set(reads) - set(shapes)))
+        raise ConfigError(
+            f"search strategy {search!r} reads {unknown}: not decode keys; fix its facts"
+        )
+    shaping = [k for k in shapes if k in reads] + [k for k, on in shapes.items() if on == ANY]
     return {"search": search, **{k: values[k] for k in shaping if k in values}}

@@ -178,7 +178,9 @@ def _collect(results: list, batch: int, nbest: int, lp: Penalty) -> list[list[Hy
     return out
 
 
-@SEARCH.register("beam", SearchFacts(Ct2()))  # CTranslate2: its beam of decode.beam_size
+@SEARCH.register(  # CTranslate2: its own beam of decode.beam_size
+    "beam", SearchFacts(Ct2(), reads=("beam_size", "stopping"))
+)
 def beam(cfg: DecodeConfig, generator: torch.Generator) -> BeamSearch:
     """Beam search of cfg.beam_size (a beam of 1 is recorded as greedy, t2.decoding.options)."""
     lp = penalty(cfg.lenpen, cfg.length_norm)

@@ -60,7 +60,7 @@ def most_probable(lprobs: Tensor) -> tuple[Tensor, Tensor]:
     return lprobs.max(dim=-1)
 
 
-@SEARCH.register("greedy", SearchFacts(Ct2({"beam_size": 1})))  # CTranslate2: a beam of 1
+@SEARCH.register("greedy", SearchFacts(Ct2({"beam_size": 1}), reads=()))  # ct2: a beam of 1
 def greedy(cfg: DecodeConfig, generator: torch.Generator) -> TokenByToken:
     """The most probable token at every step; lenpen and length_norm only scale the
     reported score."""

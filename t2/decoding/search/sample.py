@@ -36,7 +36,9 @@ def sampler(chain: list[Processor], generator: torch.Generator | None) -> Choose
     return choose
 
 
-@SEARCH.register("sample", SearchFacts(Ct2(unexpressed=ON_T2)))
+@SEARCH.register(
+    "sample", SearchFacts(Ct2(unexpressed=ON_T2), reads=("temperature", "top_k", "top_p", "seed"))
+)
 def sample(cfg: DecodeConfig, generator: torch.Generator) -> TokenByToken:
     """cfg.nbest samples of each sentence, best score first; reproducible for a given
     `generator` state."""
