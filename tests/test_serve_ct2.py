@@ -450,3 +450,17 @@ def test_a_search_the_engine_does_not_know_is_refused_not_run_as_beam(vocab):
     object.__setattr__(decode, "search", "diverse")  # a name no registry holds
     with pytest.raises(ConfigError, match="unknown search strategy .*'diverse'"):
         engine.decode_ids([[5, 6, 2]], decode)
+
+
+def test_a_feed_forward_whose_facts_name_no_activation_is_refused(monkeypatch):
+    """CTranslate2's spec would take ReLU by default; facts without an activation fail."""
+    from t2.facts import Ct2, FfnFacts
+    from t2.model.ffn.gelu import GELUFeedForward
+    from t2.registry import FFN
+    from t2.serve.ct2 import _stack_options
+
+    monkeypatch.setattr(FFN, "_entries", dict(FFN._entries))
+    facts = FfnFacts(gated=False, ct2=Ct2({"ffn_glu": False}))
+    FFN.register("silent_probe", facts)(type("Probe", (GELUFeedForward,), {}))
+    with pytest.raises(ExportError, match="model.ffn='silent_probe' names no CTranslate2 act"):
+        _stack_options(ModelConfig(ffn="silent_probe"))

@@ -28,7 +28,8 @@ from t2.registry import POSITIONAL
 
 
 class Positional(nn.Module):
-    """The shared interface: both methods are the identity unless a scheme overrides one."""
+    """The shared interface: every method is the identity (no bias, no table, nothing to
+    draw) unless a scheme overrides it."""
 
     def __init__(self, d_model: int, d_head: int, max_positions: int, base: float) -> None:
         super().__init__()
