@@ -37,7 +37,7 @@ def _change(entry: Entry, before: Plan) -> str:
     note = f" ({entry.note})" if entry.note else ""
     return (
         f"**Plan changed after {runs} runs had started** (hash `{entry.digest}`, "
-        f"{entry.when()}): {what}.{note}"
+        f"{entry.when(first=False)}): {what}.{note}"
     )
 
 

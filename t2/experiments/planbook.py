@@ -45,9 +45,13 @@ class Entry:
     def digest(self) -> str:
         return self.plan.digest()
 
-    def when(self) -> str:
-        """How the report says when the entry was written."""
+    def when(self, first: bool = True) -> str:
+        """How the report says when the entry was written (`first`: as the plan, else as
+        a change of it)."""
         day = self.recorded[:16].replace("T", " ") + " UTC"
+        if not first:
+            how = "**reconstructed after the fact**" if self.reconstructed else "recorded"
+            return f"{how} on {day}"
         if self.reconstructed:
             runs = "" if self.started is None else f", after {self.started} runs had started"
             return f"**reconstructed after the fact** on {day}{runs}, not recorded before the runs"

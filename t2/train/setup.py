@@ -249,8 +249,8 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         with atomic_text(run.config) as f:
             f.write(cfg.to_yaml())
         machine = describe(accelerator.device.type == "cuda")
-        plan = {"sweep_plan": cfg.train.sweep_plan} if cfg.train.sweep_plan else {}
-        meta = new_meta(accelerator.num_processes, recipe=recipe, machine=machine, **plan)
+        sweep = {"sweep_plan": cfg.train.sweep_plan} if cfg.train.sweep_plan else {}
+        meta = new_meta(accelerator.num_processes, recipe=recipe, machine=machine, **sweep)
         write_json(run.meta, meta)
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
