@@ -137,14 +137,14 @@ def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
     assert "holds 0" in text and "| 1 | 200 |" in text and "| 2 | 200 |" in text
     assert "Stouffer's z = +" in text and "2 better, 0 worse" in text
     assert "pooled (conditional on these seeds)" in text
-    text = paired_section("base", runs, [*same_sign, *paired])  # the last rule heads
+    default = Reading("default", Rule())  # reads the bootstrap over seeds and sentences
+    text = paired_section("base", runs, [*same_sign, default, *paired])  # the last rule heads
     assert "- planned: **not distinguishable at this budget**" in text
+    assert "(bootstrap over 2 seeds x 200 sentences, BCa, 95% level)" in text
     assert "### arm vs base: not distinguishable at this budget (rule; planned: not " in text
     held = paired_section("base", runs, paired, held="the plan changed: see Plan")
     assert "### arm vs base: no verdict (the plan changed: see Plan)\n" in held
     assert "**" not in held  # no verdict word anywhere
-    both = paired_section("base", runs, [Reading("rule", Rule())])  # the default: two levels
-    assert "bootstrap over 2 seeds x 200 sentences, BCa" in both
     (tmp_path / "arm" / "seed-2" / "test.refs.txt").write_text("other\n" * 200)
     runs["arm"][1] = read_run(tmp_path / "arm" / "seed-2")
     assert "seed 2: the two runs' test sentences differ" in paired_section("base", runs, paired)

@@ -48,7 +48,7 @@ def _shown(span: Span, metric: Metric) -> str:
     digits = metric.digits
     return (
         f"{metric.title} {span.diff:+.{digits}f} {bracket(span.low, span.high, digits)} "
-        f"({span.method}, {span.level:.4g} level)"
+        f"({span.method}, {100 * span.level:.4g}% level)"
     )
 
 
