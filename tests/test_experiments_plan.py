@@ -161,3 +161,16 @@ def test_a_sweep_with_looks_stops_at_a_look_that_decides(tmp_path, monkeypatch, 
     report = (out / "report.md").read_text()
     assert "- planned: look 1 of 2 (2 seeds): O'Brien-Fleming-type boundary" in report
     assert "repeated interval at look 1 of 2" in report
+
+
+def test_report_004s_plan_is_said_to_be_reconstructed():
+    """Issue 49: report 004's rule was written after its 30 runs; its record and report say
+    the plan was reconstructed after the fact, and never that it came before the first run."""
+    records = ROOT / "docs" / "results" / "report004" / "records"
+    book = read_book(records)
+    assert book.planned.reconstructed and book.planned.plan.rule.decide == "same_sign"
+    assert all(e.started != 0 for e in book.entries)  # nothing was recorded before a run
+    top = (records / "report.md").read_text().split("## Arms")[0]
+    assert f"The plan (hash `{book.planned.digest}`), **reconstructed after the fact**" in top
+    assert "before the first run" not in top.replace("not recorded before the runs", "")
+    assert "30 record no plan" in top  # its runs trained before plans were recorded
