@@ -1,8 +1,8 @@
 """The exact bits each of base's and v2's components computes on fixed inputs, one hash a
 line, so that two machines (or two kernel levels of one: ATEN_CPU_CAPABILITY=default and
 avx2) can be compared: a component whose hash differs does not compute the same floats
-there, and a model trained through it drifts apart (README, report 004: why base's seeds 1
-to 4 differ between the Intel and the AMD sweep and v2's do not).
+there, and a model trained through it drifts apart (docs/results/report004.md: why base's
+seeds 1 to 4 differ between the Intel and the AMD sweep and v2's do not, still unexplained).
 
     python -m benchmarks.kernel_bits
     ATEN_CPU_CAPABILITY=default python -m benchmarks.kernel_bits

@@ -90,6 +90,8 @@ class TrainConfig(Section):
     wandb_group: str = ""  # W&B group; empty: the recipe's name
     wandb_job_type: str = ""  # W&B job type (e.g. an arm of a sweep); empty: none
     wandb_name: str = ""  # W&B run name; empty: the run directory's name
+    # the hash of the sweep plan the run belongs to (t2 sweep sets it; meta.json records it)
+    sweep_plan: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()

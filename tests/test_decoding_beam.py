@@ -88,8 +88,8 @@ def test_the_exact_bound_is_the_best_score_a_running_beam_can_reach():
 
 @pytest.mark.parametrize("rule", ["heuristic", "exact", "first_k"])
 def test_at_alpha_0_6_the_objective_itself_prefers_the_shorter_output(rule):
-    """Why GNMT-normalised beam output is shorter than greedy's (README, Results): not a
-    search error. Greedy follows L L L EOS; beam search finds S EOS, whose GNMT score at
+    """Why GNMT-normalised beam output is shorter than greedy's (docs/results/multi30k-peer.md):
+    not a search error. Greedy follows L L L EOS; beam search finds S EOS, whose GNMT score at
     alpha 0.6 is higher, whatever the stopping rule. A larger alpha (1.5) rewards length
     enough for L L L to win, which every rule but first_k finds."""
     L, S, X, EOS = 3, 4, 5, 2  # noqa: N806
@@ -145,6 +145,6 @@ def test_length_penalty_forms():
     assert length_penalty(7, 0.6, "gnmt") == pytest.approx((12 / 6) ** 0.6)
     assert length_penalty(7, 0.6) == length_penalty(7, 0.6, "length") == pytest.approx(7**0.6)
     assert length_penalty(7, 0.0, "length") == length_penalty(7, 0.0, "gnmt") == 1.0
-    assert DecodeConfig().length_norm == "length"  # the best at alpha 0.6 (README, Results)
+    assert DecodeConfig().length_norm == "length"  # the best at alpha 0.6 (docs/results/)
     with pytest.raises(ConfigError, match="gnmt"):
         DecodeConfig(length_norm="fairseq")

@@ -30,20 +30,21 @@ def test_a_line_changed_by_hand_is_caught(tmp_path):
 
 
 def test_every_quoted_line_is_in_its_generated_file():
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     total = 0
     for page in pages:
         quoted, typed = typed_lines(page.read_text(encoding="utf-8"), ROOT)
         assert not typed, f"{page.name} quotes lines its source does not have: {typed[:3]}"
         total += quoted
-    assert total > 0  # the README quotes the report-004 study
+    assert total > 0  # docs/results/report004.md quotes the report-004 study
 
 
 # a figure with decimals (36.52, +0.84, 0.0067), not a version (2.6.0) or part of a name
 FIGURE = re.compile(r"(?<![\w.])[+−-]?\d+\.\d+(?![\w.])")
-REPORT_004 = re.compile(r"^### Report 004 .*?(?=^### )", re.S | re.M)
+REPORT_004 = ROOT / "docs" / "results" / "report004.md"
 REPORT_004_SOURCES = [
     "docs/results/report004/records/report.md",
+    "docs/results/report004/history/issue40-report.md",
     "docs/results/report004/report.md",
     "docs/results/report004/sweep.log",
     "sweeps/report004_base_v2.yaml",
@@ -65,8 +66,25 @@ def test_a_figure_typed_into_the_prose_is_caught():
 
 
 def test_every_figure_in_report_004s_prose_comes_from_its_reports():
-    readme = QUOTE.sub("", (ROOT / "README.md").read_text(encoding="utf-8"))  # checked above
-    section = REPORT_004.search(readme)[0]
-    assert "#### The first sweep" in section  # the whole section, to the next one
+    page = REPORT_004.read_text(encoding="utf-8")  # its quotes are checked above
+    assert "### The first sweep" in page and "unexplained" in page  # the whole history
     sources = "\n".join((ROOT / p).read_text(encoding="utf-8") for p in REPORT_004_SOURCES)
-    assert not untyped_figures(section, sources)
+    assert not untyped_figures(page, sources)
+
+
+MAIN_JOB = (
+    "pip install torch==2.13.0 -c constraints.txt && pip install -e . -c constraints.txt && "
+    "python train.py --recipe quickstart --out runs/quickstart"
+)
+
+
+def test_the_readme_is_short_and_runs_what_ci_runs():
+    """A newcomer's README: at most 250 lines (results and histories live in docs/results/),
+    the main job's command, and the test command exactly as .ci/run runs it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert MAIN_JOB in blocks and ci in blocks
+    for link in re.findall(r"\]\(((?:docs/)[^)#]+)", readme):  # every page it links exists
+        assert (ROOT / link).exists(), link

@@ -22,6 +22,7 @@ from t2.experiments.planning import make_plan
 from t2.experiments.stats import seeds_needed, spread_interval
 from t2.experiments.sweep import plan_sweep, run_sweep
 from t2.experiments.sweepfile import load_sweep
+from t2.experiments.verdict import same_sign_power
 
 SWEEP = """base: quickstart
 seeds: [1, 2, 3]
@@ -80,6 +81,8 @@ def test_slots_give_each_run_a_gpu_or_an_equal_share_of_the_cores():
 
 
 def test_the_plan_follows_the_seed_spread_and_warns_a_sweep_short_of_it(sweep, capsys, monkeypatch):
+    """The default rule reads a paired interval: the plan is a paired t-test's on the
+    spread of the per-seed differences (no test outputs here: no test-set floor)."""
     sw, out = sweep
     calls: list = []
     monkeypatch.setattr(sweep_module, "train_one", fake_training(calls))
@@ -89,17 +92,17 @@ def test_the_plan_follows_the_seed_spread_and_warns_a_sweep_short_of_it(sweep, c
     assert "no arm has two finished seeds" in printed  # said before the runs started
     assert [(a, s) for a, s, _, _ in calls] == [(a, s) for s in (1, 2, 3) for a in ("base", "v2")]
     plan = make_plan(sw, out)
-    by_arm = [[31 - LOSS[(a, s)] for s in (1, 2, 3)] for a in ("base", "v2")]
-    pooled = statistics.fmean(statistics.variance(v) for v in by_arm) ** 0.5
-    assert plan.spread == pytest.approx(pooled) and plan.runs == 6 and plan.df == 4
-    low, high = spread_interval(pooled, 4)  # what the spread's own uncertainty allows
-    few, many = seeds_needed(low, 0.5), seeds_needed(high, 0.5)
+    gaps = [LOSS[("base", s)] - LOSS[("v2", s)] for s in (1, 2, 3)]  # v2's BLEU gain
+    spread = statistics.stdev(gaps)
+    assert plan.spread.paired and plan.spread.value == pytest.approx(spread)
+    assert (plan.spread.runs, plan.spread.df, plan.floor) == (3, 2, None)
+    low, high = spread_interval(spread, 2)  # what the spread's own uncertainty allows
+    few, many = (seeds_needed(x, 0.5, paired=True) for x in (low, high))
     assert few < plan.needed < many
-    assert f"interval {low:.2f} to {high:.2f} BLEU asks {few} to {many} seeds" in plan.text()
-    assert plan.needed == seeds_needed(pooled, 0.5) > 3 and plan.enough is False
-    assert (
-        "too few to tell that difference" in plan.text() and f"{plan.needed} seeds" in plan.text()
-    )
+    assert f"interval {low:.2f} to {high:.2f} asks {few} to {many} seeds" in plan.text()
+    assert plan.needed == seeds_needed(spread, 0.5, paired=True) > 3 and plan.enough is False
+    assert "too few to tell that difference" in plan.text()
+    assert f"-> {plan.needed} seeds per arm" in plan.text()
     side_by_side = make_plan(sw, out, at_once=2).text()  # 2 runs a round, 50 s each
     assert f"~{duration(plan.needed * 50.0)} 2 at a time" in side_by_side
     run_sweep(sw, out, "disabled")  # all finished: nothing to train, the plan said first
@@ -109,6 +112,34 @@ def test_the_plan_follows_the_seed_spread_and_warns_a_sweep_short_of_it(sweep, c
     assert done.value.code == 0
     power = (out / "report.md").read_text().split("## Power\n\n")[1].split("\n## ")[0]
     assert plan.text() in power and "too few to tell that difference" in power
+    welch = load_sweep_text(
+        sw, SWEEP.replace("detect: 0.5", "rule: {detect: 0.5, decide: welch_pooled}")
+    )
+    by_arm = [[31 - LOSS[(a, s)] for s in (1, 2, 3)] for a in ("base", "v2")]
+    pooled = statistics.fmean(statistics.variance(v) for v in by_arm) ** 0.5
+    apart = make_plan(welch, out)  # a two-sample rule: one arm's spread, Welch's sizing
+    assert not apart.spread.paired and apart.spread.value == pytest.approx(pooled)
+    assert apart.needed == seeds_needed(pooled, 0.5)
+
+
+def test_same_sign_says_when_no_number_of_seeds_reaches_its_power(sweep, monkeypatch):
+    sw, out = sweep
+    monkeypatch.setattr(sweep_module, "train_one", fake_training([]))
+    run_sweep(sw, out, "disabled")
+    rule = "rule: {detect: 0.4, decide: same_sign}"
+    text = make_plan(load_sweep_text(sw, SWEEP.replace("detect: 0.5", rule)), out).text()
+    spread = statistics.stdev([LOSS[("base", s)] - LOSS[("v2", s)] for s in (1, 2, 3)])
+    at_most = same_sign_power(0.4, spread, 3)
+    assert f"with probability at most {at_most:.2g} at the sweep's 3 seeds" in text
+    plan = make_plan(load_sweep_text(sw, SWEEP.replace("detect: 0.5", rule)), out)
+    below = same_sign_power(0.4, spread, plan.needed)
+    assert below < 0.8 and f"at most {below:.2g}: no number of seeds gives same_sign 80%" in text
+
+
+def load_sweep_text(sw, text: str):
+    path = Path(sw.path).with_name("other.yaml")
+    path.write_text(text)
+    return load_sweep(path)
 
 
 def test_plan_trains_a_pilot_of_the_baseline_when_nothing_is_finished(sweep, monkeypatch):
@@ -118,7 +149,8 @@ def test_plan_trains_a_pilot_of_the_baseline_when_nothing_is_finished(sweep, mon
     text = plan_sweep(sw, out, "disabled")
     assert [(a, s) for a, s, _, _ in calls] == [("base", 1), ("base", 2)]
     spread = statistics.stdev([30.0, 29.6])
-    assert f"seed spread {spread:.2f} BLEU" in text and "the sweep gives 3" in text
+    assert f"seed spread {spread:.2f} (sd over 2 finished runs" in text
+    assert "no pairs yet" in text and "the sweep gives 3" in text
     bad = Path(sw.path).with_name("nodetect.yaml")
     bad.write_text(SWEEP.replace("detect: 0.5\n", ""))
     with pytest.raises(ConfigError, match="--plan needs the difference to detect"):

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 from test_experiments_report import hand_sweep, t2  # noqa: F401 (a fixture)
 
+from t2.experiments.planbook import read_book
 from t2.experiments.records import copy_records, restore
 from t2.rundir import RunDir
 from t2.rundir.layout import RECORDS
@@ -61,9 +63,11 @@ def test_a_sweep_given_its_records_back_reports_the_same_numbers(hand_sweep, tmp
         capsys, "sweep", sweep.path, "--out", fresh, "--records", records, "--dry-run"
     )
     assert code == 0, err
+    planned = replace(sweep, plan=read_book(records).planned.digest)  # recorded with records
     assert stdout.splitlines() == [f"records: 10 finished runs taken from {records}"] + [
-        sweep.shell_command(sweep.arm("short"), s, fresh, "offline") for s in (2, 3)
+        planned.shell_command(sweep.arm("short"), s, fresh, "offline") for s in (2, 3)
     ]
+    assert f"--set train.sweep_plan={planned.plan} " in stdout
     assert restore(sweep, fresh, records) == 0  # nothing more to take
     code, _, err = t2(capsys, "sweep", sweep.path, "--out", out, "--records", out, "--report-only")
     assert code == 2 and err.count("\n") == 1 and "is the --out folder" in err

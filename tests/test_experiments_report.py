@@ -106,19 +106,20 @@ def test_report_only_numbers_intervals_and_verdicts(hand_sweep):
         spread = f" ± {statistics.stdev(values):.4f}" if len(values) > 1 else ""
         assert rows[arm][:2] == [str(len(values)), f"{statistics.fmean(values):.4f}{spread}"]
     planned = len(sweep.arms) * len(sweep.seeds)
-    assert f"Not finished (2 of {planned}), left out: short seeds 2, 3. An interim look" in report
-    assert rows["a"][6] == "baseline" and rows["better"][6] == "interim: no verdict"
+    assert f"Not finished (2 of {planned}), left out: short seeds 2, 3. The tables carry" in report
+    assert rows["a"][5] == "baseline" and rows["better"][5] == "interim: no verdict"
     assert "**" not in report.split("## Results")[1].split("## Runs")[0]  # no verdict at all
     sweep.path.write_text(SWEEP.replace("  short: {set: {model.dropout: 0.2}}\n", ""))
     report = write_report(load_sweep(sweep.path), out, "cpu").read_text()  # every run in
     rows = table_rows(report, "validation loss")
-    assert rows["a"][6] == "baseline"
-    assert rows["same"][6] == "within noise" and "**" not in " ".join(rows["same"])
-    assert rows["better"][6] == "**better**" and rows["better"][4] == "paired t, n=3"
-    low, high = (float(x) for x in rows["better"][3].strip("[]").split(", "))
+    assert rows["a"][5] == "baseline"
+    assert rows["same"][5] == "within noise" and "**" not in " ".join(rows["same"])
+    assert rows["better"][5] == "**better**" and rows["better"][3].endswith(" (paired t, n=3)")
+    assert rows["better"][4] == "-"  # no test outputs: no bootstrap over sentences
+    low, high = (float(x) for x in rows["better"][3].split(" (")[0].strip("[]").split(", "))
     assert high < 0 and low < statistics.fmean(LOSSES["better"]) - 3.41 < high
     bleu = table_rows(report, "validation BLEU")  # higher is better: the same arm wins
-    assert bleu["better"][6] == "**better**" and bleu["same"][6] == "within noise"
+    assert bleu["better"][5] == "**better**" and bleu["same"][5] == "within noise"
     assert "better: ahead in 3 of 3 seeds" in report
     assert "last validation record" in report  # the header says which numbers are used
     assert "test = validation" not in report  # quickstart's task: splits are generated apart

@@ -2,7 +2,7 @@
 differ are told apart and systems built to tie are not; each seed's test equals sacreBLEU's
 command line on the same files; Stouffer's directional pooling against its closed form, a
 significantly worse seed counting against the arm; the report's verdict section from
-runs' own test outputs, under each decision rule, and no verdict at an interim look."""
+runs' own test outputs, under each decision rule, and no verdict when it is held back."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from statistics import NormalDist
 import pytest
 from test_experiments_report import fake_run
 
+from t2.experiments.decisions import Reading
 from t2.experiments.paired import paired_section
 from t2.experiments.rule import Rule
 from t2.experiments.runs import read_run
@@ -129,17 +130,21 @@ def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
             write_lines(RunDir(path).test_hyps, _damage(refs, share, seed))
             write_lines(RunDir(path).test_refs, refs)
             runs[arm].append(read_run(path))
-    paired, same_sign = [("rule", Rule())], [("planned rule", Rule(decide="same_sign"))]
+    paired = [Reading("rule", Rule(decide="paired_t"))]
+    same_sign = [Reading("planned", Rule(decide="same_sign"))]
     text = paired_section("base", runs, paired)
     assert "### arm vs base: not distinguishable at this budget" in text  # equal results.json
     assert "holds 0" in text and "| 1 | 200 |" in text and "| 2 | 200 |" in text
     assert "Stouffer's z = +" in text and "2 better, 0 worse" in text
-    text = paired_section("base", runs, [*same_sign, *paired])  # the last rule heads
-    assert "- planned rule: **not distinguishable at this budget**" in text
-    assert "### arm vs base: not distinguishable at this budget (rule; planned rule: not " in text
-    interim = paired_section("base", runs, paired, interim="3 of 4 runs")
-    assert "### arm vs base: interim look (3 of 4 runs): no verdict\n" in interim
-    assert "**" not in interim  # no verdict word anywhere
+    assert "pooled (conditional on these seeds)" in text
+    default = Reading("default", Rule())  # reads the bootstrap over seeds and sentences
+    text = paired_section("base", runs, [*same_sign, default, *paired])  # the last rule heads
+    assert "- planned: **not distinguishable at this budget**" in text
+    assert "(bootstrap over 2 seeds x 200 sentences, BCa, 95% level)" in text
+    assert "### arm vs base: not distinguishable at this budget (rule; planned: not " in text
+    held = paired_section("base", runs, paired, held="the plan changed: see Plan")
+    assert "### arm vs base: no verdict (the plan changed: see Plan)\n" in held
+    assert "**" not in held  # no verdict word anywhere
     (tmp_path / "arm" / "seed-2" / "test.refs.txt").write_text("other\n" * 200)
     runs["arm"][1] = read_run(tmp_path / "arm" / "seed-2")
     assert "seed 2: the two runs' test sentences differ" in paired_section("base", runs, paired)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from t2.experiments.stats import mean, sd, t_quantile, welch
@@ -100,6 +101,23 @@ def test_seeds_needed_match_cohens_table():
     assert power(17, 1.0, 1.0) >= 0.8 > power(16, 1.0, 1.0)
     assert seeds_needed(0.0, 0.5) == 2 and power(1, 1.0, 1.0) == 0.0
     assert seeds_needed(10.0, 0.1, most=50) == 51  # beyond reach: said, not looped forever
+
+
+def test_paired_seeds_match_gpowers_one_sample_table_and_the_floor_simulates():
+    """A paired t-test is a one-sample t-test on the differences: at 5%, 80% power, G*Power
+    gives 199 for an effect of 0.2 standard deviations, 34 for 0.5, 15 for 0.8, 10 for 1.
+    A floor (variance the seeds share) leaves power where simulated paired tests put it."""
+    from t2.experiments.stats import paired_power, seeds_needed
+
+    for effect, n in ((0.2, 199), (0.5, 34), (0.8, 15), (1.0, 10)):
+        assert seeds_needed(1.0, effect, paired=True) == n
+        assert paired_power(n, 1.0, effect) >= 0.8 > paired_power(n - 1, 1.0, effect)
+    rng = np.random.default_rng(5)  # 8 seeds, sd 1, a shared shift of sd 0.3, difference 1
+    d = 1.0 + rng.normal(0.0, 0.3, (20_000, 1)) + rng.normal(0.0, 1.0, (20_000, 8))
+    se = np.sqrt(d.var(axis=1, ddof=1) / 8 + 0.09)
+    hits = (np.abs(d.mean(axis=1)) / se > t_quantile(0.975, 7)).mean()
+    assert hits == pytest.approx(paired_power(8, 1.0, 1.0, floor=0.09), abs=0.015)
+    assert seeds_needed(1.0, 1.0, paired=True, floor=0.2) == 1001  # the floor alone is too wide
 
 
 # chi-square quantiles at 0.10 and 0.90 (any statistics table; R's qchisq)

@@ -17,6 +17,7 @@ from test_train_runs import TINY
 
 from t2.cli import main
 from t2.experiments.compare import duration
+from t2.experiments.planbook import read_book
 from t2.machine import describe
 from t2.rundir import RunDir, read_records
 
@@ -139,6 +140,7 @@ def test_records_carry_a_sweep_to_a_machine_without_its_weights(tiny, tmp_path):
         ]
         meta = json.loads(RunDir(kept).meta.read_text())
         assert meta["machine"] == describe(cuda=False, threads=1)  # --jobs 2: a core each
+        assert meta["sweep_plan"] == read_book(records).planned.digest  # trained under it
     code, stdout = t2(
         "sweep", path, "--out", tmp_path / "new", "--records", records, "--wandb", "disabled"
     )

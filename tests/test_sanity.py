@@ -179,7 +179,7 @@ def sanity(out: Path, *extra: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_a_combination_learns_copy_to_the_pass_mark_and_a_rerun_reads_it(tmp_path):
     """One combination away from base on three axes (base itself trains in every recipe
-    test; the README's table has every one-swap combination on every toy task)."""
+    test; docs/results/sanity.md has every one-swap combination on every toy task)."""
     first = sanity(tmp_path)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     with open(tmp_path / "sanity.csv", encoding="utf-8") as f:

@@ -1,21 +1,24 @@
 """Run a sweep file: t2 sweep SWEEP.yaml [--out DIR] [--jobs N] [--records DIR] [--plan |
---dry-run | --report-only] [--rule-changed].
+--dry-run | --report-only] [--plan-changed].
 
-A sweep file names a base recipe, arms (a recipe and/or --set overrides each), seeds and
-a budget (sweeps/ has the seed reports' studies). Every arm x seed without a
-finished run is trained in turn into DIR/ARM/seed-S (an interrupted run resumes, so the
-sweep continues where it stopped), then DIR/report.md compares the arms: mean ± sd over
-seeds, the difference to the baseline arm with a 95% interval paired by seed, "within
-noise" where the interval contains zero, sacreBLEU's paired tests per seed pooled with their
-direction, and the verdict under the sweep file's decision rule (`rule:`), whose hash is
-recorded with the first run: under a rule changed since, the report gives no verdict
-unless --rule-changed, and then says "decision rule changed after N runs". --jobs N
-trains N runs at once, each on its own GPU (--runs-per-gpu K: K per GPU) or its share of
-the CPU cores. --plan says, from the finished runs' seed spread (or a pilot of the
-baseline's first two seeds), how many seeds detect the sweep file's `detect:` difference
-of test BLEU at the rule's power; the sweep warns before it starts when it has fewer. --dry-run
-prints one train.py command per run instead, for any scheduler (a SLURM array, a shell
-loop over machines); --report-only then summarises.
+A sweep file names a base recipe, arms (a recipe and/or --set overrides each), seeds, a
+budget and a decision rule (sweeps/ has the seed reports' studies). Before the first run
+the sweep records its plan (arms, seeds, budget, test sets, rule and the decision code's
+version) and its hash in DIR/plan.json, and every run's meta.json carries the hash. Every
+arm x seed without a finished run is trained in turn into DIR/ARM/seed-S (an interrupted
+run resumes, so the sweep continues where it stopped), then DIR/report.md compares the
+arms: mean ± sd over seeds, the difference to the baseline arm with intervals paired by
+seed (for test figures, a bootstrap over seeds and sentences), sacreBLEU's paired tests
+per seed pooled with their direction (conditional on these seeds), and the verdict under
+the plan's rule, at its planned looks or with every run in. A sweep file that states
+another plan than the recorded one trains nothing, and its report gives no verdict,
+unless --plan-changed records the change; the report then discloses it at the top and
+gives the verdict under every plan. --jobs N trains N runs at once, each on its own GPU
+(--runs-per-gpu K: K per GPU) or its share of the CPU cores. --plan says, from the
+finished runs (or a pilot of the baseline's first two seeds), how many seeds the rule in
+force needs to detect its `detect:` difference at its power; the sweep warns before it
+starts when it has fewer. --dry-run prints one train.py command per run instead, for any
+scheduler (a SLURM array, a shell loop over machines); --report-only then summarises.
 --records DIR keeps each finished run's records without its weights (and the report) in
 DIR, and takes the runs finished there back: a study goes on across machines that do not
 share a disk, or is committed and reported again from its own files.
@@ -76,11 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "commit, or to carry to the next machine",
     )
     parser.add_argument(
+        "--plan-changed",
         "--rule-changed",
         action="store_true",
-        help="render the verdict under the sweep file's decision rule although it differs from "
-        "the one recorded with the first run; the report says 'decision rule changed after N "
-        "runs'",
+        help="record the sweep file's plan as a change of the one recorded before the first "
+        "run (seeds, arms, rule, test set or decision code), train under it, and render the "
+        "verdict under every plan; the report discloses the change at its top",
     )
     parser.add_argument("--device", default=None, help="robustness suite: cpu or cuda")
 
@@ -90,8 +94,7 @@ def run(args: argparse.Namespace) -> None:
     from t2.experiments.planning import make_plan
     from t2.experiments.records import keep, restore
     from t2.experiments.report import write_report
-    from t2.experiments.rulebook import settle
-    from t2.experiments.sweep import dry_run, finished, plan, plan_sweep, run_sweep
+    from t2.experiments.sweep import dry_run, plan, plan_sweep, record_plan, run_sweep
     from t2.experiments.sweepfile import load_sweep
 
     sweep = load_sweep(args.sweep)
@@ -102,19 +105,14 @@ def run(args: argparse.Namespace) -> None:
             raise ConfigError(f"--records {records} is the --out folder; pass another folder")
         plan(sweep, records)  # its finished runs must match the sweep file (one line if not)
         print(f"records: {restore(sweep, out, records)} finished runs taken from {records}")
+    if args.report_only and not out.is_dir():
+        raise ConfigError(f"--report-only: {out} not found; pass the sweep's --out folder")
+    home = records or out  # the plan is recorded before the first run, beside the records
+    sweep, book = record_plan(sweep, out, home, args.plan_changed, not args.report_only)
     if args.dry_run:
         for line in dry_run(sweep, out, args.wandb):
             print(line)
         return
-    if args.report_only and not out.is_dir():
-        raise ConfigError(f"--report-only: {out} not found; pass the sweep's --out folder")
-    home = records or out  # the rule is recorded with the first run, beside the records
-    book = settle(home, sweep.rule, finished(sweep, home), args.rule_changed)
-    if book.planned != sweep.rule and not args.rule_changed:
-        print(
-            f"warning: {sweep.path} states another decision rule than the one recorded in "
-            f"{home}: the report gives no verdict under it (--rule-changed: one, disclosed)"
-        )
     places = slots(args.jobs, *machine(), args.runs_per_gpu) if args.jobs > 1 else None
     if args.plan:
         print(plan_sweep(sweep, out, args.wandb, places, records))
@@ -130,8 +128,8 @@ def run(args: argparse.Namespace) -> None:
     if power is not None and not args.report_only:
         print(power)  # the plan again, now from every finished run
     device = default_device(args.device)
-    print(f"report: {write_report(sweep, out, device, power, book, args.rule_changed)}")
+    print(f"report: {write_report(sweep, out, device, power, book, args.plan_changed)}")
     if records is not None:  # every finished run, those from before --records too
         kept = keep(sweep, out, records)
-        report = write_report(sweep, records, device, power, book, args.rule_changed)
+        report = write_report(sweep, records, device, power, book, args.plan_changed)
         print(f"records: {kept} finished runs and {report}")

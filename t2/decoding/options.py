@@ -36,7 +36,8 @@ class DecodeConfig(Section):
     # how a hypothesis' summed log-probability is normalised by its length n (EOS included):
     # length: / n^lenpen (fairseq's --lenpen, transformers' length_penalty); gnmt:
     # / ((5 + n) / 6)^lenpen (Wu et al. 2016, which the paper cites), a weaker reward for
-    # length. On Multi30k at alpha 0.6, length gave 33.95 BLEU and gnmt 33.59 (README)
+    # length. On Multi30k at alpha 0.6, length gave 33.95 BLEU and gnmt 33.59
+    # (docs/results/multi30k-peer.md)
     length_norm: str = choice(
         "length", "gnmt", help="divide by n^alpha or ((5+n)/6)^alpha", shapes=ANY
     )

@@ -18,13 +18,14 @@ from typing import Any
 from t2.atomic import atomic_text
 from t2.config import Config
 from t2.data.config import TEST_IS_VALID, same_split
+from t2.experiments.decisions import Reading
 from t2.experiments.paired import paired_section
 from t2.experiments.plots import plot_curves
 from t2.experiments.rule import Rule
 from t2.experiments.runs import Run, flatten
 
 # keys that differ between runs without making them different experiments
-IGNORED = frozenset({"train.seed", "train.wandb_name", "model.vocab_size"})
+IGNORED = frozenset({"train.seed", "train.wandb_name", "train.sweep_plan", "model.vocab_size"})
 
 
 def _hashable(value: Any) -> Any:
@@ -169,7 +170,7 @@ def compare(runs: Sequence[Run], out_dir: Path, names: Sequence[str] | None = No
     if len(groups) > 1:
         by_path = {r.path: r for r in runs}
         settings = {label: [by_path[p] for p in paths] for label, paths in groups.items()}
-        rule = [("t2's default rule", Rule())]
+        rule = [Reading("t2's default rule", Rule())]
         text += "\n" + paired_section(next(iter(groups)), settings, rule)
     plots = plot_curves(groups, out_dir)
     figures = "".join(f"\n![{p.stem}]({p.name})\n" for p in plots)

@@ -1,26 +1,24 @@
 """The report's verdict section: for each arm against the baseline, its verdict under each
-decision rule given (t2.experiments.rule), the seeds' sacreBLEU tests pooled with their
-direction (Stouffer's method), and each seed's paired bootstrap (mean ± 95% interval of
-both systems, p) and approximate randomization (p) on the test split they share
+reading given (t2.experiments.decisions: a plan's rule, seeds and looks), then the seeds'
+sacreBLEU tests pooled with their direction (Stouffer's method), printed as conditional on
+these trained models, and each seed's paired bootstrap (mean +- 95% interval of both
+systems, p) and approximate randomization (p) on the test split they share
 (t2.experiments.significance)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from t2.experiments.metrics import BY_KEY, by_seed
-from t2.experiments.rule import DECIDE, Rule, decide
+from t2.experiments.decisions import Decision, Reading, decide_arm
 from t2.experiments.runs import Run
-from t2.experiments.seeds import over_seeds
 from t2.experiments.significance import (
     AR_TRIALS,
     BOOTSTRAP_SAMPLES,
     Paired,
     compare_seeds,
     pool,
-    signs,
 )
-from t2.experiments.stats import LEVEL, welch
+from t2.experiments.stats import LEVEL
 
 
 def _outputs(runs: list[Run]) -> dict[int, tuple[list[str], list[str]]]:
@@ -30,77 +28,77 @@ def _outputs(runs: list[Run]) -> dict[int, tuple[list[str], list[str]]]:
 def _intro(baseline: str) -> str:
     return (
         f"## Verdict and paired significance (sacreBLEU)\n\nEach arm against `{baseline}`, "
-        f"under the decision rule (`{'`, `'.join(DECIDE)}`: docs/experiments.md). On the "
-        f"test sentences a seed's two runs share, sacreBLEU's paired bootstrap "
-        f"({BOOTSTRAP_SAMPLES} resamples; each system's mean ± {LEVEL:.0%} interval, and p) "
-        f"and approximate randomization ({AR_TRIALS} trials, p, two-sided); the seeds pooled "
-        f"with their direction by Stouffer's method on one-sided p-values, so a seed where "
-        f"the arm is significantly worse counts against it.\n"
+        f"under each rule below (docs/experiments.md). The verdict reads the rule's "
+        f"interval. Then, on the test sentences a seed's two runs share, sacreBLEU's paired "
+        f"bootstrap ({BOOTSTRAP_SAMPLES} resamples; each system's mean ± {LEVEL:.0%} "
+        f"interval, and p) and approximate randomization ({AR_TRIALS} trials, p, "
+        f"two-sided), pooled over seeds with their direction by Stouffer's method: a test "
+        f"of these trained models on these sentences, conditional on these seeds. It "
+        f"does not count the seed-to-seed spread, so it is never the verdict.\n"
     )
 
 
-def _verdicts(
-    rules: Sequence[tuple[str, Rule]], rs: list[Run], base: list[Run], tests: list[Paired]
-) -> list[tuple[str, str, str]]:
-    """(label, word, why) of the arm under each rule."""
-    pooled = pool(tests) if tests else None
-    found = []
-    for label, rule in rules:
-        metric, level = BY_KEY[rule.metric], 1.0 - rule.alpha
-        arm_values, base_values = by_seed(rs, metric), by_seed(base, metric)
-        if not arm_values or not base_values:
-            found.append((label, "not distinguishable at this budget", "no finished run"))
-            continue
-        over = over_seeds(arm_values, base_values, level)
-        unpaired = welch(list(arm_values.values()), list(base_values.values()), level)
-        word, why = decide(rule, over, unpaired, pooled, signs(tests))
-        found.append((label, word, why))
-    return found
+def _line(label: str, decision: Decision) -> str:
+    look = f"{decision.look.text()}: " if decision.look else ""
+    if decision.word is None:
+        return f"- {label}: no verdict: {decision.why}."
+    return f"- {label}: {look}**{decision.word}**: {decision.why}."
 
 
-def _head(verdicts: list[tuple[str, str, str]]) -> str:
-    """The verdict under the rule that applies (the last), and under the planned rule
-    (the first) beside it when the rule was changed."""
-    (first, planned, _), (last, word, _) = verdicts[0], verdicts[-1]
-    return word if len(verdicts) == 1 else f"{word} ({last}; {first}: {planned})"
+def _head(arm: str, baseline: str, found: list[tuple[str, Decision]], held: str | None) -> str:
+    if held is not None:
+        return f"### {arm} vs {baseline}: no verdict ({held})\n"
+    label, last = found[-1]
+    word = last.word or "no verdict"
+    beside = "" if len(found) == 1 else f" ({label}; {found[0][0]}: {found[0][1].word or 'none'})"
+    return f"### {arm} vs {baseline}: {word}{beside}\n"
+
+
+def _seed_table(tests: list[Paired]) -> list[str]:
+    lines = [
+        "| seed | sentences | baseline BLEU | arm BLEU | Δ | bootstrap p | AR p |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {t.seed} | {t.sentences} | {t.base_bleu:.2f} ± {t.base_ci:.2f} | "
+        f"{t.arm_bleu:.2f} ± {t.arm_ci:.2f} | {t.delta:+.2f} | {t.bootstrap_p:.4f} "
+        f"| {t.ar_p:.4f} |"
+        for t in tests
+    ]
+    return [*lines, ""]
 
 
 def paired_section(
     baseline: str,
     runs: dict[str, list[Run]],
-    rules: Sequence[tuple[str, Rule]],
-    interim: str | None = None,
+    readings: Sequence[Reading],
+    held: str | None = None,
 ) -> str:
-    """Markdown: a heading per arm with its verdict under the last of `rules` (each a
-    label and a rule), a line per rule, the pooled tests and the seeds' table. `interim`
-    (e.g. "8 of 30 runs"): a look before all planned runs are in, which carries no
-    verdict (a sweep stopped at its first look that clears the level calls false
-    differences more often than that level)."""
+    """Markdown: a heading per arm with its verdict under the last reading, a line per
+    reading, the pooled tests and the seeds' table. `held` (e.g. "the plan changed"):
+    why no verdict is given at all."""
     lines = [_intro(baseline)]
     base = runs.get(baseline, [])
     for arm, rs in runs.items():
         if arm == baseline:
             continue
         tests, notes = compare_seeds(_outputs(base), _outputs(rs))
-        verdicts = _verdicts(rules, rs, base, tests)
-        head = f"interim look ({interim}): no verdict" if interim else _head(verdicts)
-        lines.append(f"### {arm} vs {baseline}: {head}\n")
-        if not interim:
-            lines += [f"- {label}: **{word}**: {why}." for label, word, why in verdicts]
+        found = [
+            (r.label, decide_arm(r, rs, base, tests))
+            for r in readings
+            if (r.arms is None or arm in r.arms) and r.baseline in (None, baseline)
+        ]
+        reason = held if held is not None or found else "no rule names this arm"
+        lines.append(_head(arm, baseline, found, reason))
+        if held is None:
+            lines += [_line(label, d) for label, d in found]
         if tests:
-            lines.append(f"- sacreBLEU's paired tests, pooled: {pool(tests).text()}.")
+            pooled = pool(tests).text()
+            lines.append(
+                f"- sacreBLEU's paired tests, pooled (conditional on these seeds): {pooled}."
+            )
         lines.append("")
         if tests:
-            lines += [
-                "| seed | sentences | baseline BLEU | arm BLEU | Δ | bootstrap p | AR p |",
-                "|---|---|---|---|---|---|---|",
-            ]
-            lines += [
-                f"| {t.seed} | {t.sentences} | {t.base_bleu:.2f} ± {t.base_ci:.2f} | "
-                f"{t.arm_bleu:.2f} ± {t.arm_ci:.2f} | {t.delta:+.2f} | {t.bootstrap_p:.4f} "
-                f"| {t.ar_p:.4f} |"
-                for t in tests
-            ]
-            lines.append("")
+            lines += _seed_table(tests)
         lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"

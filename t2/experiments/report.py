@@ -1,9 +1,10 @@
-"""A sweep's report, generated from its runs' own files: per arm the mean and standard
-deviation over seeds, the difference to the baseline arm with a 95% interval paired by
-seed (t2.experiments.tables), and "within noise" where that interval contains zero;
-nothing is bolded unless its interval excludes zero. Then the decision rule it was
-planned under and its changes (t2.experiments.rulebook) and each arm's verdict under them
-(t2.experiments.paired); a report read before every planned run is in carries no verdict."""
+"""A sweep's report, generated from its runs' own files. At the top, the plan as recorded
+before the first run and everything that differs from it (t2.experiments.disclosure).
+Then per arm the mean and standard deviation over seeds, the difference to the baseline
+arm with its intervals (t2.experiments.tables), and "within noise" where the headline
+interval contains zero; nothing is bolded unless it excludes zero. Then each arm's
+verdict under the plan's rule (t2.experiments.paired): at a planned look or with every
+planned run in, and only when what ran is the plan, or when `--plan-changed` asks."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from collections import Counter
 from pathlib import Path
 
 from t2.experiments.compare import count, duration, validation_note, write_text
+from t2.experiments.disclosure import disclose
 from t2.experiments.metrics import METRICS
 from t2.experiments.paired import paired_section
+from t2.experiments.plan import plan_of
+from t2.experiments.planbook import Book
 from t2.experiments.plots import plot_curves
 from t2.experiments.robust import SENTENCES, robustness_tables
-from t2.experiments.rule import Rule
-from t2.experiments.rulebook import Rulebook, rule_section, rules_to_render
 from t2.experiments.runs import Run, read_run
 from t2.experiments.stats import LEVEL, mean
 from t2.experiments.sweepfile import Sweep
@@ -107,7 +109,6 @@ def _header(sweep: Sweep, out: Path, runs: dict[str, list[Run]]) -> str:
     )
     signature = f" BLEU signature `{'`, `'.join(signatures)}`." if signatures else ""
     return (
-        f"# Sweep {sweep.name}\n\n"
         f"Sweep file `{sweep.path}`, runs in `{out}`: {len(sweep.arms)} arms x seeds "
         f"{list(sweep.seeds)}; budget {budget}; compared at the end of the budget "
         f"(axis: {sweep.compare_at}).\n\n"
@@ -116,12 +117,13 @@ def _header(sweep: Sweep, out: Path, runs: dict[str, list[Run]]) -> str:
         f"chrF are greedy, on the first train.valid_bleu_sentences validation pairs); test "
         f"BLEU and chrF are results.json's (the best checkpoint on the test split).{signature} "
         f"Per arm: mean ± sample standard deviation over seeds. Δ: the arm's mean minus the "
-        f"baseline's, with a {LEVEL:.0%} interval **paired by seed** on the seeds both arms "
-        f"have (Student's paired t, and beside it a percentile bootstrap over seeds of the "
-        f"mean difference); Welch's t, labelled unpaired, only when they share no seed. "
-        f"*within noise*: the interval contains zero, and no arm is called better or worse "
-        f"(only an interval that excludes zero is bolded). n=1: no interval, nothing "
-        f"concluded.\n\n"
+        f"baseline's, with two {LEVEL:.0%} intervals **paired by seed** on the seeds both "
+        f"arms have: Student's paired t over seeds (Welch's t, labelled unpaired, when they "
+        f"share no seed), and for test figures whose runs kept their translations, a "
+        f"bootstrap over seeds and test sentences (BCa), which counts both sources of noise "
+        f"and is the one the word reads where it exists. *within noise*: that interval "
+        f"contains zero, and no arm is called better or worse (only an interval that "
+        f"excludes zero is bolded). n=1: no interval, nothing concluded.\n\n"
     )
 
 
@@ -145,12 +147,31 @@ def _by_arm(missing: list[tuple[str, int]]) -> str:
 
 def _interim(sweep: Sweep, missing: list[tuple[str, int]]) -> str:
     planned = len(sweep.arms) * len(sweep.seeds)
-    return (
-        f"Not finished ({len(missing)} of {planned}), left out: {_by_arm(missing)}. An "
-        f"interim look carries **no verdict**: the sweep is read once, when every planned "
-        f"run is in; a sweep stopped at the first look that clears its level calls false "
-        f"differences more often than that level.\n"
+    looks = sweep.rule.looks
+    when = (
+        f"at its planned looks ({', '.join(map(str, looks))} seeds), each at its "
+        f"group-sequential level"
+        if looks
+        else "once, when every planned run is in"
     )
+    return (
+        f"Not finished ({len(missing)} of {planned}), left out: {_by_arm(missing)}. The "
+        f"tables carry **no verdict**, and the verdicts below only at a planned look: the "
+        f"sweep is read {when}; a sweep stopped at the first look that clears an unadjusted "
+        f"level calls false differences more often than that level.\n"
+    )
+
+
+def _plan_section(
+    sweep: Sweep, runs: dict[str, list[Run]], book: Book | None, accept: bool
+) -> tuple[str, list, str | None]:
+    """(the Plan section, the readings to render verdicts under, why none is given)."""
+    if book is None:
+        text = "## Plan\n\nNo plan was recorded with these runs: **no verdict**.\n"
+        return text, [], "no plan recorded"
+    found = disclose(book, plan_of(sweep), [r for rs in runs.values() for r in rs], accept)
+    held = "the plan changed: see Plan" if found.changed and not accept else None
+    return found.text, list(found.readings), held
 
 
 def render(
@@ -159,31 +180,22 @@ def render(
     plots: list[Path],
     robustness: str | None,
     power: str | None = None,
-    book: Rulebook | None = None,
+    book: Book | None = None,
     accept: bool = False,
 ) -> str:
-    """The report's Markdown; `book`: the rule recorded with the first run (none: the
-    sweep file's rule, said to be unrecorded), `accept`: --rule-changed."""
+    """The report's Markdown; `book`: the plan recorded before the first run and its
+    changes (none: no verdict), `accept`: --plan-changed."""
     runs, missing = collect(sweep, out)  # read again: cheap, and render stands alone
-    planned = len(sweep.arms) * len(sweep.seeds)
-    interim = f"{planned - len(missing)} of {planned} runs" if missing else None
-    parts = [_header(sweep, out, runs) + validation_note([r for rs in runs.values() for r in rs])]
+    plan, readings, held = _plan_section(sweep, runs, book, accept)
+    parts = [f"# Sweep {sweep.name}\n", plan, _header(sweep, out, runs)]
+    parts[-1] += validation_note([r for rs in runs.values() for r in rs])
     if missing:
         parts.append(_interim(sweep, missing))
-    if book is None:
-        rules: list[tuple[str, Rule]] = [("the sweep file's rule", sweep.rule)]
-        parts.append(
-            f"## Decision rule\n\nNot recorded with the first run; the sweep "
-            f"file's: {sweep.rule.describe()}.\n"
-        )
-    else:
-        rules = rules_to_render(book, sweep.rule, accept)
-        parts.append(rule_section(book, sweep.rule, accept))
     parts.append("## Arms\n\n" + arms_table(sweep, runs) + "\n" + machines(runs))
     parts.append("## Results\n")
-    parts += [t for m in METRICS if (t := metric_table(sweep.baseline, runs, m, bool(interim)))]
+    parts += [t for m in METRICS if (t := metric_table(sweep.baseline, runs, m, bool(missing)))]
     if len(runs) > 1:
-        parts.append(paired_section(sweep.baseline, runs, rules, interim))
+        parts.append(paired_section(sweep.baseline, runs, readings, held))
     if power is not None:
         parts.append(f"## Power\n\nFrom this sweep's finished runs (`t2 sweep --plan`): {power}\n")
     if robustness is not None:
@@ -205,11 +217,11 @@ def write_report(
     out: Path,
     device: str,
     power: str | None = None,
-    book: Rulebook | None = None,
+    book: Book | None = None,
     accept: bool = False,
 ) -> Path:
     """OUT/report.md, with the curves (one colour per arm) in OUT/plots/ and, given, the
-    power plan's text from the same runs (t2.experiments.planning) and the rule record."""
+    power plan's text from the same runs (t2.experiments.planning) and the plan record."""
     runs, _ = collect(sweep, out)
     groups = {arm: [r.path for r in rs] for arm, rs in runs.items() if rs}
     plots = plot_curves(groups, out / "plots") if groups else []

@@ -2,34 +2,35 @@
 
     rule:
       metric: test_bleu   # the figure the verdict is on (t2.experiments.metrics)
-      detect: 1.0         # the smallest difference that matters: the power plan's target
+      detect: 1.0         # the smallest difference that matters
       alpha: 0.05         # the level of the test (its interval: 1 - alpha)
       power: 0.8          # the chance the plan sizes the sweep to detect `detect` with
-      decide: paired_t    # paired_t | welch_pooled | same_sign (DECIDE)
+      decide: interval    # interval | paired_t | welch_pooled | same_sign (DECIDE)
+      looks: [5, 10, 15]  # optional: the seeds at each planned look (or a count: 3)
 
-The rule's hash is recorded with the sweep's first run (t2.experiments.records); a report
-whose sweep file states another rule renders no verdict under it unless asked, and then
-says "decision rule changed after N runs". `paired_t` is the rule t2 writes for a sweep
-file without one; the other two are the rules report 004 was read under before it (kept so
-that a report can be read under the rule it was planned under).
+`interval`, the default, reads the figure's headline interval (t2.experiments.evidence)
+against 0 and +-detect (t2.experiments.verdict). The other three are the rules report
+004 was read under before it, kept so that a report can be rendered under the rule it was
+planned under. The rule is part of the sweep's plan (t2.experiments.plan): recorded
+before the first run, hashed, and disclosed when it changes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from t2.config import check_keys
 from t2.errors import ConfigError
-from t2.experiments.metrics import BY_KEY, Metric
-from t2.experiments.seeds import OverSeeds
-from t2.experiments.significance import Pooled
-from t2.experiments.stats import Difference, bracket
+from t2.experiments.metrics import BY_KEY
 
 DECIDE = {
+    "interval": "the headline interval of the difference (level 1 - alpha; at a planned "
+    "look, that look's group-sequential level) read against 0 and +-detect: better or "
+    "worse by at least detect, better or worse by less than detect, better or worse "
+    "without showing which, equivalent within +-detect (two one-sided tests), or not "
+    "distinguishable",
     "paired_t": "better or worse when the paired t interval over seeds (level 1 - alpha) of "
     "the per-seed difference to the baseline excludes 0 (Welch's, unpaired, when the arms "
     "share no seed)",
@@ -41,8 +42,8 @@ DECIDE = {
     "(unpaired) excludes 0 (t2's rule on 2026-11-25)",
 }
 NEEDS_BLEU = ("welch_pooled", "same_sign")  # they read the per-seed sacreBLEU tests
-UNDECIDED = "not distinguishable at this budget"
-KEYS = ("metric", "detect", "alpha", "power", "decide")
+SEQUENTIAL = ("interval", "paired_t")  # the rules a planned look can read (an interval)
+KEYS = ("metric", "detect", "alpha", "power", "decide", "looks")
 
 
 @dataclass(frozen=True)
@@ -53,20 +54,24 @@ class Rule:
     detect: float | None = None
     alpha: float = 0.05
     power: float = 0.8
-    decide: str = "paired_t"
+    decide: str = "interval"
+    looks: tuple[int, ...] = ()  # the seeds at each planned look; () a fixed design
 
-    def digest(self) -> str:
-        """The first 12 hex digits of the SHA-256 of the rule's fields as sorted JSON."""
-        text = json.dumps(asdict(self), sort_keys=True)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "looks": list(self.looks)}
 
     def describe(self) -> str:
         detect = "not stated" if self.detect is None else f"{self.detect:g}"
+        looks = f", looks at {', '.join(map(str, self.looks))} seeds" if self.looks else ""
         return (
             f"`{self.decide}` on {BY_KEY[self.metric].title}, smallest difference that "
-            f"matters {detect}, alpha {self.alpha:g}, power {self.power:g} (hash "
-            f"{self.digest()}): {DECIDE[self.decide]}"
+            f"matters {detect}, alpha {self.alpha:g}, power {self.power:g}{looks}: "
+            f"{DECIDE[self.decide]}"
         )
+
+
+def rule_from_dict(raw: dict[str, Any]) -> Rule:
+    return Rule(**{**raw, "looks": tuple(raw.get("looks", ()))})
 
 
 def _number(raw: dict, key: str, low: float, high: float, where: str) -> Any:
@@ -79,15 +84,42 @@ def _number(raw: dict, key: str, low: float, high: float, where: str) -> Any:
     return float(value)
 
 
-def parse_rule(raw: Any, detect: Any, where: str) -> Rule:
-    """The sweep file's `rule:` mapping (and its older top-level `detect:`) as a Rule."""
+def parse_looks(raw: Any, seeds: int, decide: str, where: str) -> tuple[int, ...]:
+    """`looks: K` (K equally spaced looks) or `looks: [n_1, ..., n_K]` (the seeds at each,
+    increasing, the last all `seeds`) as the seeds at each look; none: ()."""
+    if raw is None:
+        return ()
+    if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= seeds:
+        raw = [round(k * seeds / raw) for k in range(1, raw + 1)]
+    ok = isinstance(raw, list) and raw and all(type(n) is int for n in raw)
+    if not ok or raw[0] < 2 or any(b <= a for a, b in zip(raw, raw[1:], strict=False)):
+        raise ConfigError(
+            f"{where}: rule looks must be a count of looks or increasing seed counts from 2, "
+            f"e.g. looks: [5, 10, {seeds}]"
+        )
+    if raw[-1] != seeds:
+        raise ConfigError(
+            f"{where}: rule looks end at {raw[-1]} seeds but the sweep has {seeds}; the last "
+            f"look is the whole sweep: end them at {seeds}"
+        )
+    if len(raw) > 1 and decide not in SEQUENTIAL:
+        raise ConfigError(
+            f"{where}: rule decide {decide} cannot read a planned look; use "
+            f"{' or '.join(SEQUENTIAL)}, or drop looks"
+        )
+    return tuple(raw) if len(raw) > 1 else ()
+
+
+def parse_rule(raw: Any, detect: Any, where: str, seeds: int) -> Rule:
+    """The sweep file's `rule:` mapping (and its older top-level `detect:`) as a Rule;
+    `seeds`: how many the sweep has (its looks end there)."""
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: rule must be a mapping of {', '.join(KEYS)}")
     check_keys(raw, KEYS, f"rule key in {where}")
     if detect is not None and "detect" in raw:
         raise ConfigError(f"{where}: detect is given twice; keep rule: {{detect: ...}}")
-    metric, decide = str(raw.get("metric", "test_bleu")), str(raw.get("decide", "paired_t"))
+    metric, decide = str(raw.get("metric", "test_bleu")), str(raw.get("decide", "interval"))
     if metric not in BY_KEY:
         raise ConfigError(f"{where}: invalid rule metric {metric!r}; valid: {', '.join(BY_KEY)}")
     if decide not in DECIDE:
@@ -95,41 +127,7 @@ def parse_rule(raw: Any, detect: Any, where: str) -> Rule:
     if decide in NEEDS_BLEU and metric != "test_bleu":
         raise ConfigError(f"{where}: rule decide {decide} reads test BLEU; set metric: test_bleu")
     found = _number({"detect": detect, **raw}, "detect", 0.0, math.inf, where)
-    alpha = _number(raw, "alpha", 0.0, 0.5, where)
-    power = _number(raw, "power", 0.0, 1.0, where)
-    return Rule(metric, found, alpha or 0.05, power or 0.8, decide)
-
-
-def _word(diff: float, metric: Metric) -> str:
-    return "better" if (diff < 0) == metric.lower_is_better else "worse"
-
-
-def decide(
-    rule: Rule, over: OverSeeds, welch: Difference, pooled: Pooled | None, signs: list[int]
-) -> tuple[str, str]:
-    """(better | worse | not distinguishable at this budget, why) of an arm against the
-    baseline under `rule`: `over` and `welch` are the rule's metric over seeds at level
-    1 - alpha, `pooled` and `signs` (+1 / -1 per seed's BLEU difference) the seeds'
-    paired sacreBLEU tests, which welch_pooled and same_sign read."""
-    metric = BY_KEY[rule.metric]
-    if rule.decide == "paired_t":
-        d, digits = over.t, metric.digits
-        if not d.has_interval:
-            return UNDECIDED, f"{over.n} seed{'s' * (over.n != 1)} to pair: no interval"
-        p = "" if over.p is None else f", p = {over.p:.2g}"
-        interval = bracket(d.low, d.high, digits)
-        shown = f"{d.diff:+.{digits}f} {interval} ({over.method}, {over.n} seeds{p})"
-        if d.contains_zero():
-            return UNDECIDED, f"{metric.title} {shown} holds 0"
-        return _word(d.diff, metric), f"{metric.title} {shown} excludes 0"
-    if pooled is None or not welch.has_interval:
-        return UNDECIDED, "needs two seeds per arm and their paired sacreBLEU tests"
-    p = pooled.p_better if welch.diff > 0 else pooled.p_worse
-    why = (
-        f"Welch's interval {bracket(welch.low, welch.high, 2)}, pooled paired p = {p:.3g} that way"
-    )
-    if welch.contains_zero() or p >= rule.alpha:
-        return UNDECIDED, why
-    if rule.decide == "same_sign" and len(set(signs)) > 1:
-        return UNDECIDED, f"{why}, but the seeds disagree in sign"
-    return _word(welch.diff, metric), why
+    alpha = _number(raw, "alpha", 0.0, 0.5, where) or 0.05
+    power = _number(raw, "power", 0.0, 1.0, where) or 0.8
+    looks = parse_looks(raw.get("looks"), seeds, decide, where)
+    return Rule(metric, found, alpha, power, decide, looks)

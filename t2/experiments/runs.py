@@ -3,7 +3,8 @@
 Only the run's own files are read (config.yaml, meta.json, metrics.jsonl, results.json and
 the safetensors header of one checkpoint); no model is built, so a summary takes
 milliseconds. A run's records without its checkpoints (t2 sweep --records) read alike.
-What older runs lack (train_tokens, elapsed_s, stopped_by, machine) reads as None.
+What older runs lack (train_tokens, elapsed_s, stopped_by, machine, the sweep plan's hash)
+reads as None.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Run:
     results: dict[str, Any] | None  # results.json; None while the run is unfinished
     parameters: int | None  # the best checkpoint's tensor shapes, else results.json's
     machine: str | None  # meta.json's: the device it (last) trained on (t2.machine)
+    plan: str | None = None  # meta.json's: the hash of the sweep plan it trained under
 
     @property
     def finished(self) -> bool:
@@ -124,4 +126,5 @@ def read_run(path: str | Path) -> Run:
     ckpt = run.best() or run.latest()
     params = checkpoint_parameters(ckpt) if ckpt else (results or {}).get("parameters")
     records = read_records(run.metrics)
-    return Run(run.path, str(recipe), config, records, results, params, meta.get("machine"))
+    machine, plan = meta.get("machine"), meta.get("sweep_plan")
+    return Run(run.path, str(recipe), config, records, results, params, machine, plan)

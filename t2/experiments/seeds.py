@@ -5,10 +5,9 @@ masks seed by seed, so their figures correlate across seeds (report 004's test B
 r = 0.44); the per-seed differences are then what varies, and an interval on their mean
 is narrower than one that treats the arms as independent samples. On the seeds both arms
 have, the interval is Student's paired t (scipy.stats.ttest_rel and its
-confidence_interval) and, beside it, a bootstrap over seeds of the mean difference
-(scipy.stats.bootstrap, percentile method, BOOTSTRAP_RESAMPLES resamples, a fixed seed so
-a report renders the same twice). Only when the arms share no seed is the interval
-Welch's, and it is labelled unpaired (t2.experiments.stats.welch).
+confidence_interval). Only when the arms share no seed is the interval Welch's, and it is
+labelled unpaired (t2.experiments.stats.welch). The interval that also counts the test
+sentences' noise is t2.experiments.bootstrap's.
 """
 
 from __future__ import annotations
@@ -17,13 +16,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
 import scipy.stats
 
 from t2.experiments.stats import LEVEL, Difference, welch
-
-BOOTSTRAP_RESAMPLES = 10000
-BOOTSTRAP_SEED = 0  # the bootstrap's draws: fixed, so a report is the same every time
 
 
 @dataclass(frozen=True)
@@ -34,7 +29,6 @@ class OverSeeds:
     n: int  # pairs (paired) or the smaller arm's seeds (unpaired)
     t: Difference  # the t interval: paired t, or Welch's
     p: float | None  # the t-test's two-sided p; None without an interval
-    bootstrap: tuple[float, float] | None  # paired only: the bootstrap's interval
     left_out: tuple[int, ...] = ()  # seeds only one arm has (paired: not in the pairs)
 
     @property
@@ -56,24 +50,6 @@ def paired_t(arm: list[float], base: list[float], level: float = LEVEL) -> tuple
     return Difference(diff, float(ci.low), float(ci.high), float(test.df)), float(test.pvalue)
 
 
-def seed_bootstrap(diffs: list[float], level: float = LEVEL) -> tuple[float, float] | None:
-    """The percentile bootstrap interval of the mean of the per-seed differences
-    (scipy.stats.bootstrap); None for fewer than two, a point with no spread."""
-    if len(diffs) < 2:
-        return None
-    if max(diffs) == min(diffs):
-        return diffs[0], diffs[0]
-    found = scipy.stats.bootstrap(
-        (np.asarray(diffs),),
-        np.mean,
-        confidence_level=level,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(BOOTSTRAP_SEED),
-    )
-    return float(found.confidence_interval.low), float(found.confidence_interval.high)
-
-
 def over_seeds(
     arm: Mapping[int, float], base: Mapping[int, float], level: float = LEVEL
 ) -> OverSeeds:
@@ -86,11 +62,10 @@ def over_seeds(
         if found.has_interval and found.df != math.inf:
             test = scipy.stats.ttest_ind(list(arm.values()), list(base.values()), equal_var=False)
             p = float(test.pvalue)
-        return OverSeeds(False, min(len(arm), len(base)), found, p, None, left_out)
+        return OverSeeds(False, min(len(arm), len(base)), found, p, left_out)
     a, b = [arm[s] for s in shared], [base[s] for s in shared]
     found, p = paired_t(a, b, level)
-    boot = seed_bootstrap([x - y for x, y in zip(a, b, strict=True)], level)
-    return OverSeeds(True, len(shared), found, None if math.isnan(p) else p, boot, left_out)
+    return OverSeeds(True, len(shared), found, None if math.isnan(p) else p, left_out)
 
 
 def correlation(arm: Mapping[int, float], base: Mapping[int, float]) -> float | None:

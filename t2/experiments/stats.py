@@ -83,13 +83,48 @@ def power(n: int, spread: float, difference: float, level: float = LEVEL) -> flo
     return float(scipy.stats.nct.sf(crit, df, ncp) + scipy.stats.nct.cdf(-crit, df, ncp))
 
 
+def paired_power(
+    n: int, spread: float, difference: float, level: float = LEVEL, floor: float = 0.0
+) -> float:
+    """The chance that a two-sided paired t-test on `n` seeds finds a true difference of
+    `difference` at `level`, the per-seed differences spread by `spread` and the mean
+    difference carrying a further variance `floor` that seeds do not reduce (a test set's
+    sampling noise, common to every seed). The test compares mean / sqrt(s^2 / n + floor)
+    with Student's t quantile on n - 1 degrees of freedom; that statistic is a noncentral
+    t, noncentrality |difference| / sqrt(spread^2 / n + floor), whose degrees of freedom
+    are Satterthwaite's (n - 1 without a floor, more with one: part of its denominator is
+    known)."""
+    if n < 2:
+        return 0.0
+    sampled = spread**2 / n
+    if sampled + floor == 0.0:
+        return 1.0
+    ncp = abs(difference) / math.sqrt(sampled + floor)
+    crit = t_quantile(0.5 + level / 2.0, n - 1)
+    if not sampled:  # the denominator is known: a normal statistic
+        return float(scipy.stats.norm.sf(crit - ncp) + scipy.stats.norm.cdf(-crit - ncp))
+    df = (sampled + floor) ** 2 / (sampled**2 / (n - 1))
+    return float(scipy.stats.nct.sf(crit, df, ncp) + scipy.stats.nct.cdf(-crit, df, ncp))
+
+
 def seeds_needed(
-    spread: float, difference: float, target: float = POWER, most: int = 1000, level: float = LEVEL
+    spread: float,
+    difference: float,
+    target: float = POWER,
+    most: int = 1000,
+    level: float = LEVEL,
+    paired: bool = False,
+    floor: float = 0.0,
 ) -> int:
-    """The fewest seeds per arm whose t-test at `level` has `target` power for
-    `difference`; `most` + 1 when even `most` seeds do not."""
-    enough = (n for n in range(2, most + 1) if power(n, spread, difference, level) >= target)
-    return next(enough, most + 1)
+    """The fewest seeds per arm whose t-test at `level` (two-sample, or `paired` with its
+    `floor`) has `target` power for `difference`; `most` + 1 when even `most` do not."""
+
+    def reach(n: int) -> float:
+        if paired:
+            return paired_power(n, spread, difference, level, floor)
+        return power(n, spread, difference, level)
+
+    return next((n for n in range(2, most + 1) if reach(n) >= target), most + 1)
 
 
 SPREAD_LEVEL = 0.8  # confidence of the interval on a measured seed spread that plans print

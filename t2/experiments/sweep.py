@@ -1,10 +1,14 @@
 """Run a sweep: every arm x seed without a finished run, one `t2 train` process each.
 
-A run is finished when its results.json exists; any other is started with --resume, so a
-run cut off (Ctrl-C, a killed machine) continues from its newest checkpoint and the
-sweep as a whole continues where it stopped. A finished run whose config no longer
-matches the sweep file stops the sweep (one line naming the keys), so a report never
-mixes two settings under one arm name. Each run's output goes to OUT/ARM/seed-S/sweep.log.
+The sweep's plan (t2.experiments.plan) is recorded before the first run, and each run
+carries its hash (train.sweep_plan, written to meta.json); a sweep file that states
+another plan trains nothing until `--plan-changed` records the change. A run is finished
+when its results.json exists; any other is started with --resume, so a run cut off
+(Ctrl-C, a killed machine) continues from its newest checkpoint and the sweep as a whole
+continues where it stopped. A finished run whose config no longer matches the sweep file
+stops the sweep (one line naming the keys), so a report never mixes two settings under
+one arm name. A plan with looks trains look by look, and stops at a look where every arm
+has a verdict. Each run's output goes to OUT/ARM/seed-S/sweep.log.
 """
 
 from __future__ import annotations
@@ -21,17 +25,23 @@ from pathlib import Path
 from t2.data.config import TEST_IS_VALID
 from t2.errors import ConfigError, T2Error
 from t2.experiments.compare import duration
+from t2.experiments.decisions import Reading, decide_arm
 from t2.experiments.jobs import Slot
+from t2.experiments.plan import differences, plan_of
+from t2.experiments.planbook import FILE, Book, settle
 from t2.experiments.planning import make_plan, pilot_seeds
 from t2.experiments.records import copy_records
+from t2.experiments.report import collect
 from t2.experiments.runs import flatten, read_run
 from t2.experiments.sweepfile import Arm, Sweep
+from t2.experiments.verdict import is_verdict
 from t2.recipes import load_config
 from t2.rundir import RunDir
 from t2.rundir.layout import SWEEP_LOG
 from t2.section import AUTO
 
-DERIVED = frozenset({"model.vocab_size"})  # set from the tokenizer when a run starts
+# set from the tokenizer when a run starts; and the plan's hash, which the report checks
+DERIVED = frozenset({"model.vocab_size", "train.sweep_plan"})
 
 
 def status(run_dir: Path) -> str:
@@ -62,6 +72,28 @@ def finished(sweep: Sweep, out: Path) -> int:
     """How many of the sweep's runs in `out` are finished."""
     runs = [sweep.run_dir(out, arm, seed) for arm in sweep.arms for seed in sweep.seeds]
     return sum(status(path) == "finished" for path in runs)
+
+
+def record_plan(
+    sweep: Sweep, out: Path, home: Path, accept: bool, training: bool
+) -> tuple[Sweep, Book]:
+    """The sweep with the hash its runs carry, and `home`'s plan record: the sweep file's
+    plan recorded if there is none (with the runs in `out` begun and finished by then);
+    with `accept`, recorded as a change. Training under a plan that differs from the one
+    recorded stops here in one line; a report only says so."""
+    plan = plan_of(sweep)
+    states = [status(sweep.run_dir(out, a, s)) for a in sweep.arms for s in sweep.seeds]
+    started, done = sum(state != "new" for state in states), states.count("finished")
+    book = settle(home, plan, started, done, accept)
+    if plan.digest() != book.current.digest:
+        changes = "; ".join(differences(book.current.plan, plan)[:3])
+        if training:
+            raise ConfigError(
+                f"{sweep.path} states another plan than {Path(home) / FILE} ({changes}); "
+                f"restore the file, or pass --plan-changed to record the change (disclosed)"
+            )
+        print(f"warning: {sweep.path} states another plan than {Path(home) / FILE}: {changes}")
+    return replace(sweep, plan=book.current.digest), book
 
 
 def arms_scored_on_validation(sweep: Sweep) -> list[str]:
@@ -118,31 +150,17 @@ def train_one(
         )
 
 
-def run_sweep(
+def _train(
     sweep: Sweep,
     out: Path,
     wandb: str,
-    places: list[Slot] | None = None,
-    only: list[tuple[Arm, int]] | None = None,
-    records: Path | None = None,
+    places: list[Slot] | None,
+    todo: list[tuple[Arm, int, str]],
+    records: Path | None,
 ) -> None:
-    """Train what is missing (of `only`, if given): one run at a time, stopping at a
-    failure; or len(places) at once, each in its slot, where a failed run is reported, the
-    others go on, and the sweep ends with one line naming the failures. Each run's records
-    are copied into `records` as it finishes (t2.experiments.records), when given."""
-    runs = [r for r in plan(sweep, out) if only is None or (r[0], r[1]) in only]
-    todo = [(arm, seed, state) for arm, seed, state in runs if state != "finished"]
-    at_once = f", {len(places)} at a time" if places else ""
-    what = f"{len(sweep.arms)} arms x {len(sweep.seeds)} seeds" if only is None else "a pilot"
-    print(
-        f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
-        f"{len(todo)} to train in {out}{at_once}",
-        flush=True,
-    )
-    if same := arms_scored_on_validation(sweep):
-        print(f"warning: test = validation in arms {', '.join(same)}: {TEST_IS_VALID}", flush=True)
-    if sweep.detect is not None and only is None:
-        print(make_plan(sweep, out, len(places) if places else 1).text(), flush=True)
+    """Train `todo`: one run at a time, stopping at a failure; or len(places) at once,
+    each in its slot, where a failed run is reported, the others go on, and the sweep ends
+    with one line naming the failures."""
     free: queue.SimpleQueue = queue.SimpleQueue()
     for slot in places or [None]:
         free.put(slot)
@@ -174,6 +192,58 @@ def run_sweep(
         raise T2Error(failures[0])
     if failures:
         raise T2Error(f"{len(failures)} sweep runs failed; the first: {failures[0]}")
+
+
+def look_verdicts(sweep: Sweep, out: Path) -> dict[str, str] | None:
+    """Each arm's verdict at the planned look its finished runs make, when every arm has
+    one (the sweep may stop there); else None."""
+    runs, _ = collect(sweep, out)
+    reading = Reading("planned", sweep.rule, sweep.seeds, sweep.baseline)
+    base, found = runs[sweep.baseline], {}
+    for arm in sweep.arms:
+        if arm.name != sweep.baseline:
+            decision = decide_arm(reading, runs[arm.name], base, [])
+            if decision.look is None or decision.word is None or not is_verdict(decision.word):
+                return None
+            found[arm.name] = f"{decision.word} ({decision.look.text()})"
+    return found
+
+
+def run_sweep(
+    sweep: Sweep,
+    out: Path,
+    wandb: str,
+    places: list[Slot] | None = None,
+    only: list[tuple[Arm, int]] | None = None,
+    records: Path | None = None,
+) -> None:
+    """Train what is missing (of `only`, if given), each run's records copied into
+    `records` as it finishes (t2.experiments.records), when given. A plan with looks
+    trains the seeds of one look at a time and stops at a look that gives every arm a
+    verdict."""
+    runs = [r for r in plan(sweep, out) if only is None or (r[0], r[1]) in only]
+    todo = [(arm, seed, state) for arm, seed, state in runs if state != "finished"]
+    at_once = f", {len(places)} at a time" if places else ""
+    what = f"{len(sweep.arms)} arms x {len(sweep.seeds)} seeds" if only is None else "a pilot"
+    print(
+        f"sweep {sweep.name}: {len(runs)} runs ({what}), {len(runs) - len(todo)} finished, "
+        f"{len(todo)} to train in {out}{at_once}",
+        flush=True,
+    )
+    if same := arms_scored_on_validation(sweep):
+        print(f"warning: test = validation in arms {', '.join(same)}: {TEST_IS_VALID}", flush=True)
+    if sweep.detect is not None and only is None:
+        print(make_plan(sweep, out, len(places) if places else 1).text(), flush=True)
+    looks = sweep.rule.looks if only is None else ()
+    for n in looks[:-1]:
+        seeds = sweep.seeds[:n]
+        _train(sweep, out, wandb, places, [t for t in todo if t[1] in seeds], records)
+        if (found := look_verdicts(sweep, out)) is not None:
+            shown = "; ".join(f"{arm}: {word}" for arm, word in found.items())
+            print(f"every arm has a verdict at this look ({shown}): the sweep stops here")
+            return
+    done = set(sweep.seeds[: looks[-2]]) if looks else set()
+    _train(sweep, out, wandb, places, [t for t in todo if t[1] not in done], records)
 
 
 def dry_run(sweep: Sweep, out: Path, wandb: str) -> list[str]:

@@ -13,7 +13,8 @@
       detect: 0.5            # the smallest difference that matters: t2 sweep --plan's target
       alpha: 0.05
       power: 0.8
-      decide: paired_t       # the paired t interval over seeds excludes 0
+      decide: interval       # the headline interval read against 0 and +-detect
+      looks: [2, 3]          # optional: planned looks, at 2 seeds and at all 3
     arms:
       base: {}
       rope: {set: {model.positional: rope}}
@@ -84,6 +85,7 @@ class Sweep:
     arms: tuple[Arm, ...]
     robustness: bool
     rule: Rule = Rule()  # the decision rule the sweep file states
+    plan: str = ""  # the hash of its recorded plan (t2.experiments.plan), once recorded
 
     @property
     def detect(self) -> float | None:
@@ -94,7 +96,8 @@ class Sweep:
         return Path(out) / arm.name / f"seed-{seed}"
 
     def overrides(self, arm: Arm, seed: int) -> list[str]:
-        """Every --set of one run: the arm's, the budget, the seed and W&B's grouping."""
+        """Every --set of one run: the arm's, the budget, the seed, W&B's grouping and
+        the plan's hash (which the run records in meta.json)."""
         return [
             *arm.overrides,
             *self.budget,
@@ -102,6 +105,7 @@ class Sweep:
             f"train.wandb_group={self.name}",
             f"train.wandb_job_type={arm.name}",
             f"train.wandb_name={arm.name}-seed{seed}",
+            *([f"train.sweep_plan={as_string(self.plan)}"] if self.plan else []),
         ]
 
     def command(self, arm: Arm, seed: int, out: Path, wandb: str) -> list[str]:
@@ -133,6 +137,11 @@ def yaml_value(value: Any) -> str:
     if isinstance(value, str):
         return value
     return yaml.safe_dump(value, default_flow_style=True).splitlines()[0]
+
+
+def as_string(text: str) -> str:
+    """`text` as --set reads back a string: quoted where YAML would read a number."""
+    return text if yaml.safe_load(text) == text else f"'{text}'"
 
 
 def _overrides(raw: Any, where: str) -> tuple[str, ...]:
@@ -213,8 +222,8 @@ def parse_sweep(raw: Any, path: Path) -> Sweep:
         )
     if not isinstance(raw.get("robustness", False), bool):
         raise ConfigError(f"{where}: robustness must be true or false")
-    rule = parse_rule(raw.get("rule"), raw.get("detect"), where)
     seeds = _seeds(raw.get("seeds"), where)
+    rule = parse_rule(raw.get("rule"), raw.get("detect"), where, len(seeds))
     robustness = raw.get("robustness", False)
     return Sweep(path, name, seeds, budget, compare_at, baseline, arms, robustness, rule)
 

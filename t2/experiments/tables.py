@@ -1,34 +1,35 @@
 """The report's results tables: per figure and arm, n, mean ± sd over seeds, and the
-difference to the baseline with its interval, paired by seed (t2.experiments.seeds)."""
+difference to the baseline with two intervals: Student's paired t over seeds
+(t2.experiments.seeds), and for a test figure whose runs kept their translations, the
+bootstrap over seeds and sentences (t2.experiments.bootstrap), which counts both sources
+of noise and is the one the word reads where it exists (t2.experiments.evidence)."""
 
 from __future__ import annotations
 
+from t2.experiments.evidence import Evidence
 from t2.experiments.metrics import Metric, by_seed
 from t2.experiments.runs import Run
-from t2.experiments.seeds import correlation, over_seeds
+from t2.experiments.seeds import correlation
 from t2.experiments.stats import LEVEL, bracket, mean, sd
 
 
-def difference_cells(
-    vs: dict[int, float], base: dict[int, float], metric: Metric, interim: bool
-) -> list[str]:
-    """Δ, its interval, how it was made, the bootstrap over seeds and the word: "within
-    noise" when the interval contains zero, better or worse (bold) only when it does
-    not, and no word at all at an interim look."""
-    over, digits = over_seeds(vs, base, LEVEL), metric.digits
+def difference_cells(evidence: Evidence, interim: bool) -> list[str]:
+    """Δ, the paired t interval, the seeds x sentences bootstrap and the word: "within
+    noise" when the headline interval contains zero, better or worse (bold) only when it
+    does not, and no word at all at an interim look."""
+    metric, digits = evidence.metric, evidence.metric.digits
+    over = evidence.over(LEVEL)
     d = over.t
     if not d.has_interval:
-        return [f"{d.diff:+.{digits}f}", "-", f"{over.method}, n={over.n}", "-", "no interval"]
-    boot = "-" if over.bootstrap is None else bracket(*over.bootstrap, digits)
-    cells = [
-        f"{d.diff:+.{digits}f}",
-        bracket(d.low, d.high, digits),
-        f"{over.method}, n={over.n}",
-        boot,
-    ]
+        return [f"{d.diff:+.{digits}f}", f"- ({over.method}, n={over.n})", "-", "no interval"]
+    paired = f"{bracket(d.low, d.high, digits)} ({over.method}, n={over.n})"
+    both = evidence.two_level(LEVEL)
+    boot = "-" if both is None else bracket(both.low, both.high, digits)
+    headline = evidence.headline(LEVEL)
+    cells = [f"{d.diff:+.{digits}f}", paired, boot]
     if interim:
         return [*cells, "interim: no verdict"]
-    if d.contains_zero():
+    if headline is None or headline.contains_zero():
         return [*cells, "within noise"]
     return [*cells, "**better**" if (d.diff < 0) == metric.lower_is_better else "**worse**"]
 
@@ -56,9 +57,8 @@ def metric_table(
         "n",
         "mean ± sd",
         f"Δ vs {baseline}",
-        f"{LEVEL:.0%} interval",
-        "interval from",
-        "bootstrap over seeds",
+        f"paired t, {LEVEL:.0%}",
+        f"bootstrap over seeds x sentences, {LEVEL:.0%} (BCa)",
         "verdict",
     ]
     lines = [f"### {metric.title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -66,15 +66,15 @@ def metric_table(
     for arm, found in values.items():
         vs = list(found.values())
         if not vs:
-            lines.append(f"| {arm} | 0 | - | - | - | - | - | no finished run |")
+            lines.append(f"| {arm} | 0 | - | - | - | - | no finished run |")
             continue
         spread, digits = sd(vs), metric.digits
         cell = f"{mean(vs):.{digits}f}" + ("" if spread is None else f" ± {spread:.{digits}f}")
         if arm == baseline or not base:
             word = "baseline" if arm == baseline else "no baseline run"
-            cells = ["-", "-", "-", "-", word]
+            cells = ["-", "-", "-", word]
         else:
-            cells = difference_cells(found, base, metric, interim)
+            cells = difference_cells(Evidence(metric, runs[arm], runs[baseline]), interim)
             if note := paired_note(found, base, metric):
                 notes.append(f"{arm}: {note}.")
         lines.append(f"| {arm} | {len(vs)} | {cell} | " + " | ".join(cells) + " |")

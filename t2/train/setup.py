@@ -59,7 +59,7 @@ RESUMABLE = (
     *("valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes"),
     *("max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type"),
     *("wandb_name", "global_batch", "compile", "compile_mode", "compile_backend"),
-    *("cast_weights", "collective_timeout"),
+    *("cast_weights", "collective_timeout", "sweep_plan"),
 )
 
 
@@ -249,7 +249,9 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         with atomic_text(run.config) as f:
             f.write(cfg.to_yaml())
         machine = describe(accelerator.device.type == "cuda")
-        write_json(run.meta, new_meta(accelerator.num_processes, recipe=recipe, machine=machine))
+        sweep = {"sweep_plan": cfg.train.sweep_plan} if cfg.train.sweep_plan else {}
+        meta = new_meta(accelerator.num_processes, recipe=recipe, machine=machine, **sweep)
+        write_json(run.meta, meta)
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
     model, forward, optimizer, scheduler = prepare_training(accelerator, model, cfg)

@@ -1,0 +1,176 @@
+"""A sweep's plan (t2.experiments.plan, planbook, disclosure): recorded before the first
+run with its hash, carried by the runs' commands, never changed without notice (a
+changed sweep file trains nothing and its report gives no verdict until --plan-changed,
+which the report then discloses at its top), a reconstructed plan labelled as such, and
+planned looks that may stop a sweep. Run directories are written by hand (no training)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from test_experiments_report import fake_run, t2
+
+import t2.experiments.sweep as sweep_module
+from t2.errors import ConfigError
+from t2.experiments.plan import DECISION_MODULES, decision_code, differences, plan_of
+from t2.experiments.planbook import FILE, Book, Entry, read_book, write_book
+from t2.experiments.sweepfile import load_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+SIX = """name: study
+base: quickstart
+seeds: [1, 2, 3, 4, 5, 6]
+budget: {max_steps: 100}
+rule: {metric: valid_loss, detect: 0.2}
+arms:
+  a: {}
+  b: {set: {train.max_lr: 3.0e-3}}
+"""
+LOSS = {"a": 3.4, "b": 2.9}  # b is far better: lower validation loss
+
+
+def _finish(sweep, out: Path, arm, seed: int) -> None:
+    """A finished run as `t2 train` leaves it under the sweep's plan (meta.json's hash)."""
+    path = sweep.run_dir(out, arm, seed)
+    fake_run(path, arm.recipe, sweep.overrides(arm, seed), LOSS[arm.name] + 0.01 * (seed % 3))
+    meta = json.loads((path / "meta.json").read_text())
+    (path / "meta.json").write_text(json.dumps({**meta, "sweep_plan": sweep.plan}))
+
+
+def test_the_plan_is_recorded_before_the_first_run_and_carried_by_every_run(tmp_path, capsys):
+    spec, out = tmp_path / "study.yaml", tmp_path / "out"
+    spec.write_text(SIX)
+    code, stdout, err = t2(capsys, "sweep", spec, "--out", out, "--dry-run")
+    assert code == 0, err
+    book = read_book(out)
+    entry = book.planned
+    assert (entry.started, entry.finished, entry.reconstructed) == (0, 0, False)
+    assert entry.when().startswith("recorded by t2 sweep before the first run, on ")
+    plan = entry.plan.to_dict()
+    assert plan["seeds"] == [1, 2, 3, 4, 5, 6] and plan["baseline"] == "a"
+    assert plan["arms"]["b"]["overrides"] == ["train.max_lr=0.003"]
+    assert plan["arms"]["a"]["test"] == "task:fake_dates" and plan["budget"] == [
+        "train.max_steps=100"
+    ]
+    assert plan["rule"]["decide"] == "interval" and plan["decision_code"] == decision_code()
+    lines = stdout.splitlines()
+    assert len(lines) == 12 and all(f"--set train.sweep_plan={entry.digest} " in x for x in lines)
+    raw = json.loads((out / FILE).read_text())
+    assert raw["plans"][0]["hash"] == entry.digest
+    raw["plans"][0]["plan"]["seeds"] = [1, 2, 3]  # edited by hand: the hash gives it away
+    (out / FILE).write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match="a plan's hash does not match its fields"):
+        read_book(out)
+
+
+def test_the_decision_codes_version_is_a_hash_of_its_modules():
+    digest = hashlib.sha256()
+    for name in DECISION_MODULES:
+        text = (ROOT / "t2" / "experiments" / f"{name}.py").read_bytes()
+        digest.update(name.encode() + b"\0" + text + b"\0")
+    assert decision_code() == digest.hexdigest()[:12]
+    assert {"rule", "verdict", "bootstrap", "sequential", "significance"} <= set(DECISION_MODULES)
+
+
+def test_a_changed_plan_trains_nothing_and_gives_no_verdict_until_disclosed(tmp_path, capsys):
+    """Issue 49's scratch test: the seeds cut from 6 to 3 after 3 seeds' runs had finished.
+    Read under the plan, that is an unplanned look (no verdict); under the new seeds, all
+    runs are in and b is better. Without --plan-changed: no verdict at all; with it, the
+    change is disclosed at the top and each plan's verdict shown."""
+    spec, out = tmp_path / "study.yaml", tmp_path / "out"
+    spec.write_text(SIX)
+    assert t2(capsys, "sweep", spec, "--out", out, "--dry-run")[0] == 0
+    sweep = load_sweep(spec)
+    sweep = sweep_module.replace(sweep, plan=read_book(out).planned.digest)
+    for seed in (1, 2, 3):
+        for arm in sweep.arms:
+            _finish(sweep, out, arm, seed)
+    spec.write_text(SIX.replace("[1, 2, 3, 4, 5, 6]", "[1, 2, 3]"))
+    code, _, err = t2(capsys, "sweep", spec, "--out", out, "--wandb", "disabled")
+    assert code == 2 and err.count("\n") == 1 and "states another plan" in err
+    assert "(seeds dropped: 4 to 6); restore the file, or pass --plan-changed" in err
+    code, stdout, _ = t2(capsys, "sweep", spec, "--out", out, "--report-only")
+    report = (out / "report.md").read_text()
+    top = report.split("## Arms")[0]
+    assert code == 0 and "**The sweep file states another plan**" in top
+    assert "seeds dropped: 4 to 6" in top and "**No verdict**" in top
+    assert "### b vs a: no verdict (the plan changed: see Plan)" in report
+    code, _, _ = t2(capsys, "sweep", spec, "--out", out, "--report-only", "--plan-changed")
+    report = (out / "report.md").read_text()
+    assert "**Plan changed after 6 runs had started** (hash `" in report
+    assert "- planned: no verdict: not a planned look (planned: 6 seeds)." in report
+    assert "- change 1: **better" in report and "### b vs a: better" in report
+    assert len(read_book(out).entries) == 2
+
+
+def test_runs_without_the_plans_hash_are_disclosed(tmp_path, capsys):
+    spec, out = tmp_path / "study.yaml", tmp_path / "out"
+    spec.write_text(SIX.replace("[1, 2, 3, 4, 5, 6]", "[1, 2]"))
+    sweep = load_sweep(spec)
+    for seed in (1, 2):
+        for arm in sweep.arms:
+            fake_run(sweep.run_dir(out, arm, seed), arm.recipe, sweep.overrides(arm, seed), 3.0)
+    code, _, _ = t2(capsys, "sweep", spec, "--out", out, "--report-only")
+    report = (out / "report.md").read_text()
+    assert (
+        code == 0 and "recorded on " in report and "after 4 runs had started (4 finished)" in report
+    )
+    assert "**not before the first run**" in report
+    assert "Runs (meta.json): 4 record no plan (trained before t2 recorded plans" in report
+    assert "**No verdict**" in report
+
+
+def test_a_reconstructed_plan_is_never_called_recorded_before_the_first_run(tmp_path, capsys):
+    spec, out = tmp_path / "study.yaml", tmp_path / "out"
+    spec.write_text(SIX)
+    sweep = load_sweep(spec)
+    planned = plan_of(sweep)
+    old = sweep_module.replace(planned, code="t2 at 6d2dd9e")
+    write_book(out, Book((Entry(old, "2026-11-27T04:00:00Z", None, None, True, "from git"),)))
+    code, _, _ = t2(capsys, "sweep", spec, "--out", out, "--report-only")
+    report = (out / "report.md").read_text()
+    assert code == 0 and "**reconstructed after the fact** on 2026-11-27 04:00 UTC" in report
+    assert "before the first run" not in report.split("## Arms")[0]
+    assert f"decision code: t2 at 6d2dd9e -> {decision_code()}" in report
+    assert differences(old, planned) == [f"decision code: t2 at 6d2dd9e -> {decision_code()}"]
+    (out / FILE).unlink()
+    (out / "rule.json").write_text("{}")
+    code, _, err = t2(capsys, "sweep", spec, "--out", out, "--report-only")
+    assert code == 2 and "records a decision rule in the form before plans" in err
+
+
+def test_a_sweep_with_looks_stops_at_a_look_that_decides(tmp_path, monkeypatch, capsys):
+    """Looks at 2 and 6 seeds: after seeds 1 and 2, b's repeated interval at look 1 lies
+    beyond -0.2 (lower loss is better): the sweep stops, seeds 3 to 6 untrained."""
+    spec, out = tmp_path / "study.yaml", tmp_path / "out"
+    spec.write_text(SIX.replace("detect: 0.2}", "detect: 0.2, looks: [2, 6]}"))
+    trained = []
+
+    def fake_train(sweep, arm, seed, out, wandb, slot=None):
+        trained.append((arm.name, seed))
+        _finish(sweep, out, arm, seed)
+
+    monkeypatch.setattr(sweep_module, "train_one", fake_train)
+    code, stdout, err = t2(capsys, "sweep", spec, "--out", out, "--wandb", "disabled")
+    assert code == 0, err
+    assert sorted(trained) == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+    assert "every arm has a verdict at this look (b: better by at least 0.2 (look 1 of 2" in stdout
+    report = (out / "report.md").read_text()
+    assert "- planned: look 1 of 2 (2 seeds): O'Brien-Fleming-type boundary" in report
+    assert "repeated interval at look 1 of 2" in report
+
+
+def test_report_004s_plan_is_said_to_be_reconstructed():
+    """Issue 49: report 004's rule was written after its 30 runs; its record and report say
+    the plan was reconstructed after the fact, and never that it came before the first run."""
+    records = ROOT / "docs" / "results" / "report004" / "records"
+    book = read_book(records)
+    assert book.planned.reconstructed and book.planned.plan.rule.decide == "same_sign"
+    assert all(e.started != 0 for e in book.entries)  # nothing was recorded before a run
+    top = (records / "report.md").read_text().split("## Arms")[0]
+    assert f"The plan (hash `{book.planned.digest}`), **reconstructed after the fact**" in top
+    assert "before the first run" not in top.replace("not recorded before the runs", "")
+    assert "30 record no plan" in top  # its runs trained before plans were recorded
