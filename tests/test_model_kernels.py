@@ -207,7 +207,7 @@ def test_sdpa_takes_the_bias_on_both_cpu_paths(monkeypatch, max_keys):
 def test_flex_attention_with_padding_causality_and_bias_is_the_formula(padded, causal, biased):
     """The compiled CUDA pass's masked attention (t2.model.flex): its block mask and score
     modification give the formula's output; queries fewer than keys, causal bottom-right."""
-    from t2.model.flex import flex_attention_masked
+    from t2.model.flex import block_mask, flex_attention_masked
     from t2.model.kernels import math_attention
 
     torch.manual_seed(0)
@@ -216,5 +216,6 @@ def test_flex_attention_with_padding_causality_and_bias_is_the_formula(padded, c
     pad[1, 4:] = True
     pad = pad if padded else None
     bias = -torch.rand(1, 2, 5, 7) if biased else None
-    got = flex_attention_masked(q, k, v, pad, causal, bias)
+    mask = block_mask(pad, causal, 3, 5, 7, q.device)
+    got = flex_attention_masked(q, k, v, mask, bias)
     torch.testing.assert_close(got, math_attention(q, k, v, pad, causal, 0.0, bias))

@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from t2.model.codepath import code_path
-from t2.model.flex import flex_attention_masked
 from t2.registry import ATTENTION
 
 Tensor = torch.Tensor
@@ -91,12 +90,8 @@ def _sdpa(
     bias: Tensor | None,
 ) -> Tensor:
     """F.scaled_dot_product_attention, on `backends` (in that order) on CUDA; a bias goes
-    in as a float mask (flash has none: the memory-efficient kernel takes it). Compiled on
-    CUDA, an attention that needs a mask or a bias runs FlexAttention (t2.model.flex)."""
-    unequal_causal = causal and q.shape[-2] != k.shape[-2]
-    masked = bias is not None or key_padding is not None or unequal_causal
-    if masked and dropout_p == 0.0 and q.is_cuda and torch.compiler.is_compiling():
-        return flex_attention_masked(q, k, v, key_padding, causal, bias)
+    in as a float mask (flash has none: the memory-efficient kernel takes it). The compiled
+    CUDA pass may run masked attention on FlexAttention instead (t2.model.flex)."""
     if bias is not None:
         mask, is_causal = _float_mask(key_padding, causal, bias, q, k.shape[-2]), False
     elif key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
