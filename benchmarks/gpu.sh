@@ -116,7 +116,7 @@ bench() {  # bench NAME LIMIT MIN RECIPE MODES [bench_train options...]
 
 if [[ $quick == 1 ]]; then
   quick_rounds=(--rounds 2 --steps-per-round 3)
-  part tests 90 45 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
+  part tests 120 60 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
   bench train-base 100 45 base eager,compiled,graphs "${quick_rounds[@]}"
   bench train-v2 90 45 v2_rope_rmsnorm eager,compiled,graphs "${quick_rounds[@]}"
   bench train-base-flex 50 30 base flex "${quick_rounds[@]}"
@@ -124,7 +124,7 @@ if [[ $quick == 1 ]]; then
     --max-tokens 25000 --rounds 0 --count-ops --json "$out/ops.json"
   bench train-big 90 60 big eager,compiled,graphs "${quick_rounds[@]}"
 else
-  part tests 90 45 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
+  part tests 120 60 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
   part quickstart 60 30 "$py" train.py --recipe quickstart --out "$out/quickstart" \
     --wandb disabled "$cache"
   part memory 45 30 "$py" -m benchmarks.bench_memory --json "$out/memory.json"

@@ -100,3 +100,24 @@ def test_a_second_run_with_the_folder_reaches_its_first_step_twice_as_fast(tmp_p
     second = first_step(cache)
     assert second["note"] == f"from the compile cache {cache}"
     assert 2 * second["first_s"] <= first["first_s"], (first, second)
+
+
+def test_a_folder_that_cannot_be_made_fails_in_one_line_and_a_bad_file_is_a_warning(
+    tmp_path, capsys, monkeypatch
+):
+    from t2.errors import ConfigError
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "")  # put back as it was after the test
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")  # unset: load() names its own
+    (tmp_path / "a-file").write_text("")
+    unmakeable = CompileCache.of(config(compile_cache=str(tmp_path / "a-file" / "c")), "cpu")
+    with pytest.raises(ConfigError, match="cannot make .*; name a writable folder, or set"):
+        unmakeable.load()
+    cache = CompileCache.of(config(compile_cache=str(tmp_path / "c")), "cpu")
+    cache.artifacts.parent.mkdir(parents=True)
+    cache.artifacts.write_bytes(b"not torch's artifacts")
+    cache.load()  # the run compiles as if the file were not there
+    err = capsys.readouterr().err
+    assert not cache.loaded and err.count("\n") == 1
+    assert err.startswith(f"warning: the compile cache file {cache.artifacts} did not load")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "c" / "inductor")

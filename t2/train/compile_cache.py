@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,7 @@ import torch
 from t2.atomic import atomic_file
 from t2.config import Config
 from t2.data.pipeline import cache_root
+from t2.errors import ConfigError, T2Error
 from t2.machine import cpu_name
 
 OFF = "off"
@@ -114,12 +116,25 @@ class CompileCache:
         names another than torch's default), and the portable artifacts of an earlier run
         into it."""
         inductor = self.root / "inductor"
-        inductor.mkdir(parents=True, exist_ok=True)
+        try:
+            inductor.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(
+                f"train.compile_cache: cannot make {inductor} ({err.strerror}); name a "
+                f"writable folder, or set train.compile_cache=off"
+            ) from None
         if _inductor_dir() in (None, _default_inductor_dir()):  # importing inductor sets it
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(inductor)
         if self.artifacts.is_file():
-            found = torch.compiler.load_cache_artifacts(self.artifacts.read_bytes())
+            try:
+                found = torch.compiler.load_cache_artifacts(self.artifacts.read_bytes())
+            except Exception as err:  # noqa: BLE001 - a cache is worth a warning, not a run
+                found, why = None, str(err)
+            else:
+                why = "not torch's cache artifacts"
             self.loaded = found is not None
+            if not self.loaded:
+                _warn(f"the compile cache file {self.artifacts} did not load ({why}); compiling")
 
     def first_pass(self, run: Callable[[], T]) -> tuple[T, float]:
         """`run()` (the first compiled micro-batch) and its seconds; sets `note`, and saves
@@ -137,10 +152,18 @@ class CompileCache:
         return out, seconds
 
     def save(self) -> None:
-        """torch's artifacts of this process's compilations, written whole, then renamed."""
-        saved: Any = torch.compiler.save_cache_artifacts()
-        if saved is None:
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        with atomic_file(self.artifacts, binary=True) as f:
-            f.write(saved[0])
+        """torch's artifacts of this process's compilations, written whole, then renamed;
+        a failure (a full disk) is a warning: the run trains on without the file."""
+        try:
+            saved: Any = torch.compiler.save_cache_artifacts()
+            if saved is not None:
+                with atomic_file(self.artifacts, binary=True) as f:
+                    f.write(saved[0])
+        except (OSError, T2Error) as err:
+            _warn(
+                f"the compile cache file {self.artifacts} was not written ({err}); training goes on"
+            )
+
+
+def _warn(what: str) -> None:
+    print(f"warning: {what}", file=sys.stderr, flush=True)
