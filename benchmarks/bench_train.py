@@ -4,7 +4,8 @@ token-budget batches of real text (docs/performance.md).
 
 python -m benchmarks.bench_train [--recipes base,v2_rope_rmsnorm] [--precisions fp32,bf16]
     [--max-tokens 4096] [--rounds 5] [--steps-per-round 2] [--set model.d_model=256 ...]
-    [--json FILE] [--breakdown] [--scaling] [--profile STEPS]
+    [--modes eager,compiled,graphs,flex] [--batches 4] [--sightings 2]
+    [--json FILE] [--breakdown] [--scaling] [--profile STEPS] [--count-ops]
 
 t2: what train.py runs between validations: its loader (t2.data.make_loader over a
 BatchSampler), Accelerate (mixed precision as train.mixed_precision), t2.train.train_step

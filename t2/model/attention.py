@@ -123,6 +123,12 @@ def _recording_kernel(sink: list[Tensor]) -> Callable[..., Tensor]:
     return kernel
 
 
+def _masked(q: Tensor, k: Tensor, pad: Tensor | None, causal: bool, bias: Tensor | None) -> bool:
+    """Whether an attention needs a mask or a bias: padding, a bias, or causal with fewer
+    queries than keys (SDPA's flash kernel takes only the rest)."""
+    return bias is not None or pad is not None or (causal and q.shape[-2] != k.shape[-2])
+
+
 class _Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float, bias: bool, kernel: str):
         super().__init__()
@@ -151,8 +157,7 @@ class _Attention(nn.Module):
         dropout runs FlexAttention instead of the layer's kernel."""
         p = self.dropout if self.training else 0.0
         q = rearrange(q, "(b g) h t d -> b h (g t) d", g=group)
-        masked = bias is not None or pad is not None or (causal and q.shape[-2] != k.shape[-2])
-        if masks is not None and masked and p == 0.0:
+        if masks is not None and p == 0.0 and _masked(q, k, pad, causal, bias):
             name = f"{type(self).__name__}{'-causal' if causal else ''}"
             mask = masks.get(name, q, k, pad, causal)
             out = flex_attention_masked(q, k, v, mask, bias)
