@@ -187,7 +187,8 @@ def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkey
     summary = load("gpu_summary")
     (tmp_path / "device.txt").write_text("2026-11-25\ncommit abc123\nNVIDIA H100, 81559 MiB\n")
     (tmp_path / "tests.txt").write_text("....\n4 passed in 3.1s\n")
-    (tmp_path / "parts.tsv").write_text("tests\t90\t31\t0\ntrain-big\t90\t0\tskipped\n")
+    parts = "tests\t90\t31\t0\nquickstart\t60\t58\t1\ntrain-big\t90\t0\tskipped\n"
+    (tmp_path / "parts.tsv").write_text(parts)
     (tmp_path / "train.json").write_text(
         json.dumps([{"recipe": "base", "precision": "bf16", "ratio": 1.1, "mfu": 0.15}])
     )
@@ -216,5 +217,6 @@ def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkey
     assert "| t2 / peer tokens/s, base bf16 | 1.10x, MFU 15.0%, host n/a" in md
     assert "900 (700) / 1500 (1200)" in md
     assert "`_to_copy` per eager step, base: t2 / peer | 12 / 300" in md
-    assert "| quickstart | missing |" in md and "| mixed | missing |" in md
+    assert "| part: quickstart | failed (exit 1) after 58 s: see its .txt |" in md
+    assert "| quickstart | missing |" in md and "mixed" not in md  # not a part of this run
     assert json.loads((tmp_path / "summary.json").read_text())["memory_model"] is None
