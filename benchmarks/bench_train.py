@@ -4,7 +4,8 @@ token-budget batches of real text (docs/performance.md).
 
 python -m benchmarks.bench_train [--recipes base,v2_rope_rmsnorm] [--precisions fp32,bf16]
     [--max-tokens 4096] [--rounds 5] [--steps-per-round 2] [--set model.d_model=256 ...]
-    [--json FILE] [--breakdown] [--scaling] [--profile STEPS]
+    [--modes eager,compiled,graphs,flex] [--batches 4] [--sightings 2]
+    [--json FILE] [--breakdown] [--scaling] [--profile STEPS] [--count-ops]
 
 t2: what train.py runs between validations: its loader (t2.data.make_loader over a
 BatchSampler), Accelerate (mixed precision as train.mixed_precision), t2.train.train_step
@@ -16,16 +17,22 @@ LambdaLR with the same warm-up, bf16 by torch.autocast: the loop of the transfor
 PyTorch tutorials. Both see the same batches in the same order (German-English pairs of
 ../shared/data/mixed/train, a BPE trained on them).
 
-Timing: after --warmup-rounds untimed rounds, --rounds rounds of A then B (each round
+Timing: every engine cycles the same --batches pre-drawn batches; after a warm-up that
+steps through each of them --sightings times (compilation, CUDA graphs' warm-up and
+recording: benchmarks/train_modes.py), --rounds rounds of A then B (each round
 --steps-per-round steps of one engine), so that a change in the machine's load hits both.
-Per engine: the median and range over rounds of source+target tokens/s and s/step, peak
-resident memory above the loaded model (in an untimed round of its own before the timed
-ones, glibc's free memory returned to the system first),
-achieved GFLOP/s from t2.model.flops (the same formula for both: the same matmuls); the
-ratio of medians, t2 over the peer; and the paired ratios, t2 over the peer within each round
-(both engines ran the same batches under the same load), whose range shows how much the
-machine's noise moves the ratio. Also: a float32 (and bf16) matmul's GFLOP/s measured in
-the same run, the machine's practical peak, and MFU on a GPU of known peak.
+t2's --modes are timed one at a time, each against the peer in rounds of its own, and
+each mode's record is written to --json as soon as it is measured. Per engine: the
+median and range over rounds of source+target tokens/s and s/step, peak resident memory
+above the loaded model (in an untimed round of its own before the timed ones, glibc's
+free memory returned to the system first), achieved GFLOP/s from t2.model.flops (the
+same formula for both: the same matmuls); the ratio of medians, t2 over the peer; and the
+paired ratios, t2 over the peer within each round (both engines ran the same batches
+under the same load), whose range shows how much the machine's noise moves the ratio.
+A compiled mode also records its compile seconds, a fallback to eager, its CUDA-graph
+replays while timed and its skips (benchmarks/gpu_summary.py flags such rows). Also: a
+float32 (and bf16) matmul's GFLOP/s measured in the same run, the machine's practical
+peak, and MFU on a GPU of known peak.
 --breakdown adds report 001's table: forward, backward and optimizer time per step of t2.
 --scaling prints, instead of the comparison, how t2's tokens/s and peak memory grow with the
 batch's token budget (1k-8k), the sentence length at a fixed budget (16-128) and the model
@@ -45,24 +52,21 @@ from pathlib import Path
 import torch
 
 from benchmarks.bench_decode import DATA, build_tokenizer
+from benchmarks.gpu_summary import compiled_line
+from benchmarks.op_count import count_all
 from benchmarks.train_loops import (
     MODES,
-    PAD,
-    MarianEngine,
     Rounds,
-    T2Engine,
     dataset,
     device,
-    gpu_step,
-    run_round,
     sync,
 )
+from benchmarks.train_modes import ModeRun, compare
+from benchmarks.train_phases import breakdown_all, profile_all
 from benchmarks.train_scaling import scaling
 from t2.config import Config
 from t2.machine import describe
-from t2.progress import Progress
 from t2.recipes import load_config
-from t2.train.compiling import compiled_graphs
 
 # dense bf16 tensor-core peaks (FLOP/s) for MFU; fp32 peaks are not used (bf16 is the GPU path)
 GPU_PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
@@ -83,7 +87,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pairs", type=int, default=20000, help="pairs of mixed/train to batch")
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--rounds", type=int, default=5, help="timed rounds (A then B each)")
-    p.add_argument("--warmup-rounds", type=int, default=1)
+    p.add_argument(
+        "--batches", type=int, default=4, help="pre-drawn batches every engine cycles through"
+    )
+    p.add_argument(
+        "--sightings",
+        type=int,
+        default=2,
+        help="warm-up: each pre-drawn batch this many times before timing (CUDA graphs: "
+        "warm-up, then recording; timed steps replay)",
+    )
+    p.add_argument("--warmup-rounds", type=int, default=1, help="--breakdown's warm-up steps")
     p.add_argument("--steps-per-round", type=int, default=2)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--breakdown", action="store_true", help="report 001's per-phase table")
@@ -108,7 +122,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--modes",
         default="auto",
         help="t2's training pass: auto (the recipe's train.compile: compiled on CUDA), or "
-        "any of eager,compiled,graphs, each timed against the peer",
+        "any of eager,compiled,graphs,flex, each timed against the peer in turn",
     )
     p.add_argument("--json", help="write every figure to this file")
     args = p.parse_args(argv)
@@ -120,82 +134,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown precision {sorted(bad)[0]!r}; valid: fp32, bf16")
     if args.breakdown and args.rounds < 1:
         p.error("--breakdown times --rounds x --steps-per-round steps; give --rounds 1 or more")
+    if args.batches < 1 or args.sightings < 1:
+        p.error("--batches and --sightings must be at least 1")
     return args
-
-
-def compare(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[str, Rounds]:
-    """Each of t2's --modes and the peer, interleaved: warm-up (compilation), a memory
-    round, the timed rounds (graphs compiled during them counted), then on CUDA a profiled
-    step of each for the GPU's kernel time."""
-    modes = [None] if args.modes == "auto" else args.modes.split(",")
-    engines = [T2Engine(cfg, ds, args, precision, mode=m) for m in modes]
-    engines.append(MarianEngine(cfg, ds, args, precision))
-    rounds = {e.name: Rounds() for e in engines}
-    for _ in range(args.warmup_rounds):
-        for e in engines:
-            rounds[e.name].warmup_s += run_round(e, args.steps_per_round, cfg, None, False)
-    for e in engines:  # peak memory in a round of its own, untimed
-        run_round(e, args.steps_per_round, cfg, rounds[e.name], True)
-    with Progress(args.rounds * len(engines), f"{precision} rounds", "rounds") as progress:
-        for _ in range(args.rounds):
-            for e in engines:
-                graphs = compiled_graphs()
-                run_round(e, args.steps_per_round, cfg, rounds[e.name], False)
-                rounds[e.name].recompiles += compiled_graphs() - graphs
-                progress.update(1)
-    if torch.cuda.is_available():
-        for e in engines:
-            rounds[e.name].kernels_per_step, rounds[e.name].gpu_ms_per_step = gpu_step(e)
-    return rounds
-
-
-def profile(cfg: Config, ds, args: argparse.Namespace, precision: str) -> None:
-    """Where the time goes: torch.profiler's operators by self time, per engine."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as profiler
-
-    activities = [ProfilerActivity.CPU] + (
-        [ProfilerActivity.CUDA] if torch.cuda.is_available() else []
-    )
-    for engine in (T2Engine(cfg, ds, args, precision), MarianEngine(cfg, ds, args, precision)):
-        run_round(engine, 1, cfg, None, False)  # warm-up
-        with profiler(activities=activities) as prof:
-            run_round(engine, args.profile, cfg, None, False)
-        sort = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
-        print(f"\n{engine.name}, {precision}, {args.profile} steps:")
-        print(prof.key_averages().table(sort_by=sort, row_limit=15, max_name_column_width=40))
-
-
-def count_all(args: argparse.Namespace, ds, vocab: int, records: list[dict]) -> list[dict]:
-    """--count-ops: each architecture's record (the timed one, if any) gains the counts."""
-    from benchmarks.op_count import count_ops
-
-    print(
-        f"\n{'recipe':16} {'prec':5} {'t2 ops/step':>12} {'peer ops/step':>14} {'ratio':>6}   "
-        f"code path"
-    )
-    for recipe in args.recipes.split(","):
-        cfg = load_config(recipe, args.set)
-        cfg = replace(cfg, model=replace(cfg.model, vocab_size=vocab))
-        for precision in args.precisions.split(","):
-            counts = count_ops(cfg, ds, args, precision)
-            found = [
-                r
-                for r in records
-                if (r["recipe"], r.get("precision")) == (recipe, precision) and "ratio" in r
-            ]
-            if found:
-                found[0].update(counts)
-            else:
-                records.append({"recipe": recipe, "precision": precision, **counts})
-            print(
-                f"{recipe:16} {precision:5} {counts['ops_per_step']:12} "
-                f"{counts['peer_ops_per_step']:14} "
-                f"{counts['ops_per_step'] / counts['peer_ops_per_step']:6.2f}   "
-                f"{counts['ops_code_path']}",
-                flush=True,
-            )
-    return records
 
 
 def matmul_peak(precision: str, n: int = 1024, repeats: int = 10, budget_s: float = 2.0) -> float:
@@ -218,35 +159,6 @@ def matmul_peak(precision: str, n: int = 1024, repeats: int = 10, budget_s: floa
     return 2 * n**3 / best
 
 
-def breakdown(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict[str, float]:
-    """Report 001's phases of a t2 step: forward (with the loss), backward, optimizer step;
-    the median over --rounds x --steps-per-round steps, synchronising between phases."""
-    engine = T2Engine(cfg, ds, args, precision)
-    model, opt, acc = engine.model, engine.optimizer, engine.acc
-    phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "step": []}
-    for i in range(args.warmup_rounds + args.rounds * args.steps_per_round):
-        batch = {k: v.to(acc.device) for k, v in next(engine.batches).items()}
-        sync()
-        t0 = time.perf_counter()
-        scale = 1.0 / batch["tgt_out"].ne(PAD).sum().clamp(min=1)  # as train_step scales
-        with acc.autocast():  # as train_step: the model's projection and loss together
-            smoothing = cfg.train.label_smoothing
-            loss, _ = model(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
-        sync()
-        t1 = time.perf_counter()
-        acc.backward(loss * scale)
-        sync()
-        t2 = time.perf_counter()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        sync()
-        t3 = time.perf_counter()
-        if i >= args.warmup_rounds:
-            for key, value in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
-                phases[key].append(value)
-    return {k: statistics.median(v) for k, v in phases.items()}
-
-
 def engine_row(recipe: str, precision: str, name: str, r: Rounds, peak: float) -> str:
     """One engine's line of the table: speed, share of the matmul peak, memory, and the
     host's CPU time and the GPU's kernel time per step, graphs compiled while timed."""
@@ -258,6 +170,27 @@ def engine_row(recipe: str, precision: str, name: str, r: Rounds, peak: float) -
         f"{r.peak_mib:9.0f} {statistics.median(r.host_ms_per_step):8.1f} {gpu:>7} "
         f"{r.recompiles:5}"
     )
+
+
+def mode_record(
+    run: ModeRun, recipe: str, precision: str, cfg: Config, args: argparse.Namespace, peak: float
+) -> dict:
+    """One mode against the peer: its table rows and lines printed, and its record."""
+    for name, rounds in ((run.name, run.t2), ("marian", run.peer)):
+        print(engine_row(recipe, precision, name, rounds, peak), flush=True)
+    record = {
+        "recipe": recipe,
+        "precision": precision,
+        "device": describe_device(args.threads),
+        "d_model": cfg.model.d_model,
+        "layers": cfg.model.n_encoder_layers,
+        "max_tokens": args.max_tokens,
+        "matmul_flops_per_s": peak,
+        **versus_peer(run.name, run.t2, run.peer, precision),
+        **run.figures,
+    }
+    print(f"{'':16} {precision:5} {run.name}: {compiled_line(record)}", flush=True)
+    return record
 
 
 def versus_peer(name: str, t2: Rounds, peer: Rounds, precision: str) -> dict:
@@ -311,8 +244,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ds = dataset(args, tokenizer)
     print(
         f"device: {describe_device(args.threads)}; torch {torch.__version__}; {len(ds)} pairs "
-        f"of mixed/train, <= {args.max_tokens} tokens a batch; {args.rounds} interleaved "
-        f"rounds of {args.steps_per_round} steps after {args.warmup_rounds} warm-up"
+        f"of mixed/train, <= {args.max_tokens} tokens a batch, {args.batches} pre-drawn "
+        f"batches cycled; {args.rounds} interleaved rounds of {args.steps_per_round} steps "
+        f"after each batch was seen {args.sightings}x"
     )
     records = []
     peaks = {p: matmul_peak(p) for p in args.precisions.split(",")} if args.rounds else {}
@@ -324,56 +258,24 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f"{'recmp':>5}"
     )
     compared = args.recipes.split(",") if args.rounds > 0 and not args.scaling else []
+    modes = [None] if args.modes == "auto" else args.modes.split(",")
     for recipe in compared:  # --scaling: that table instead; --rounds 0: --profile alone
         cfg = load_config(recipe, args.set)
         cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))
         for precision in args.precisions.split(","):
-            rounds = compare(cfg, ds, args, precision)
-            for name, r in rounds.items():
-                print(engine_row(recipe, precision, name, r, peaks[precision]), flush=True)
-            peer = rounds.pop("marian")
-            for name, t2 in rounds.items():
-                record = versus_peer(name, t2, peer, precision)
-                records.append(
-                    {
-                        "recipe": recipe,
-                        "precision": precision,
-                        "device": describe_device(args.threads),
-                        "d_model": cfg.model.d_model,
-                        "layers": cfg.model.n_encoder_layers,
-                        "max_tokens": args.max_tokens,
-                        "matmul_flops_per_s": peaks[precision],
-                        **record,
-                    }
-                )
-            save(args, records)  # as it goes: a run cut short keeps what it measured
+            for run in compare(cfg, ds, args, precision, modes):
+                record = mode_record(run, recipe, precision, cfg, args, peaks[precision])
+                records.append(record)
+                save(args, records)  # after each mode: a run cut short keeps what it measured
     if args.count_ops:
         records = count_all(args, ds, len(tokenizer), records)
     if args.scaling:
         for precision in args.precisions.split(","):
             records += scaling(args, len(tokenizer), precision)
     if args.profile:
-        cfg = load_config(args.recipes.split(",")[0], args.set)
-        cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))
-        for precision in args.precisions.split(","):
-            profile(cfg, ds, args, precision)
+        profile_all(args, ds, len(tokenizer))
     if args.breakdown:
-        print("\nreport 001's table (t2, median seconds per step):")
-        print(
-            f"{'recipe':16} {'prec':5} {'forward':>8} {'backward':>9} {'optimizer':>10} "
-            f"{'step':>7}   GPU"
-        )
-        for recipe in args.recipes.split(","):
-            cfg = load_config(recipe, args.set)
-            cfg = replace(cfg, model=replace(cfg.model, vocab_size=len(tokenizer)))
-            for precision in args.precisions.split(","):
-                b = breakdown(cfg, ds, args, precision)
-                gpu = "" if torch.cuda.is_available() else "not measured (no GPU in this run)"
-                print(
-                    f"{recipe:16} {precision:5} {b['forward']:8.3f} {b['backward']:9.3f} "
-                    f"{b['optimizer']:10.3f} {b['step']:7.3f}   {gpu}"
-                )
-                records.append({"recipe": recipe, "precision": precision, "breakdown": b})
+        records += breakdown_all(args, ds, len(tokenizer))
     save(args, records)
     return records
 

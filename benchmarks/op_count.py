@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections import Counter
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -26,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from benchmarks.train_loops import MarianEngine, T2Engine, gpu_step, loader
 from t2.config import Config
 from t2.model.codepath import simulated
+from t2.recipes import load_config
 
 
 class Dispatched(TorchDispatchMode):
@@ -143,3 +145,33 @@ def count_ops(cfg: Config, ds, args: argparse.Namespace, precision: str) -> dict
         "peer_top_ops": peer["top"],
         "counted_as_on_cuda": t2["as_cuda"],
     }
+
+
+def count_all(args: argparse.Namespace, ds, vocab: int, records: list[dict]) -> list[dict]:
+    """--count-ops: each architecture's record (the timed one, if any) gains the counts."""
+    print(
+        f"\n{'recipe':16} {'prec':5} {'t2 ops/step':>12} {'peer ops/step':>14} {'ratio':>6}   "
+        f"code path"
+    )
+    for recipe in args.recipes.split(","):
+        cfg = load_config(recipe, args.set)
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=vocab))
+        for precision in args.precisions.split(","):
+            counts = count_ops(cfg, ds, args, precision)
+            found = [
+                r
+                for r in records
+                if (r["recipe"], r.get("precision")) == (recipe, precision) and "ratio" in r
+            ]
+            if found:
+                found[0].update(counts)
+            else:
+                records.append({"recipe": recipe, "precision": precision, **counts})
+            print(
+                f"{recipe:16} {precision:5} {counts['ops_per_step']:12} "
+                f"{counts['peer_ops_per_step']:14} "
+                f"{counts['ops_per_step'] / counts['peer_ops_per_step']:6.2f}   "
+                f"{counts['ops_code_path']}",
+                flush=True,
+            )
+    return records

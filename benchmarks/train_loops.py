@@ -88,6 +88,8 @@ MODES = {
     "eager": {"compile": False},
     "compiled": {"compile": True, "compile_mode": "default"},
     "graphs": {"compile": True, "compile_mode": "graphs"},
+    # FlexAttention for padded attention, against `compiled`'s SDPA (train.padded_attention)
+    "flex": {"compile": True, "compile_mode": "default", "padded_attention": "flex"},
 }
 
 

@@ -19,7 +19,7 @@ import yaml
 from t2.data.config import SAVED_BEFORE, DataConfig
 from t2.decoding.options import DecodeConfig
 from t2.errors import ConfigError
-from t2.model.config import ModelConfig
+from t2.model.config import PADDED_ATTENTION, ModelConfig
 from t2.section import AUTO, Section, check_keys, choice, count_or_auto, load_yaml
 
 __all__ = [
@@ -69,9 +69,18 @@ class TrainConfig(Section):
     # default: inductor's kernels; graphs: and CUDA graphs, one per bucket shape
     # (torch.compile's reduce-overhead); max-autotune: kernels tuned per shape, no graphs
     compile_mode: str = choice("default", "graphs", "max-autotune")
+    # cudagraphs: dynamo's CUDA graphs without inductor (graphs mode's safeguards apply)
     compile_backend: str = choice("inductor", "aot_eager", "cudagraphs", "eager")
+    # the compiled CUDA pass's padded (and ALiBi-biased) attention: sdpa (its
+    # memory-efficient kernel) or flex (FlexAttention, block masks built once per forward;
+    # t2.model.flex); sdpa until a GPU measures flex faster (docs/performance.md)
+    padded_attention: str = choice(*PADDED_ATTENTION)
+    # folder of compiled kernels that the runs of a sweep share (t2.train.compile_cache);
+    # empty: beside the data cache (data.cache_dir or HF_DATASETS_CACHE/t2, then compile/);
+    # off: torch's default under /tmp only
+    compile_cache: str = ""
     # bf16 linear weights cast from an fp32 master once per step, not by autocast at every
-    # call (t2.train.precision); auto: on CUDA under bf16
+    # call (t2.train.precision); auto: on CUDA under bf16 when the step runs eagerly
     cast_weights: bool | str = "auto"
     log_every: int = 100
     eval_every: int = 1000

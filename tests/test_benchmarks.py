@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -273,72 +272,6 @@ def test_bench_data_reports_shapes_and_padding_of_each_batching(tmp_path, capsys
         assert ours["distinct_shapes"] <= 64 and ours["padding"] < 0.15
         assert plain["padding"] > ours["padding"] and plain["distinct_shapes"] > 10
         assert abs(plain["sentences_per_batch"] - ours["sentences_per_batch"]) < 2
-
-
-def test_gpu_script_without_cuda_says_so_in_one_line_and_exits_0():
-    import subprocess
-
-    done = subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "gpu.sh")], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert done.stdout.count("\n") == 1 and "no CUDA device" in done.stdout
-    bad = subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "gpu.sh"), "--frobnicate"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr
-
-
-def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkeypatch):
-    summary = load("gpu_summary")
-    (tmp_path / "device.txt").write_text("2026-11-25\nabc123\nNVIDIA H100, 81559 MiB, 580\n")
-    (tmp_path / "tests.txt").write_text("....\n4 passed in 3.1s\n")
-    (tmp_path / "train.json").write_text(
-        json.dumps(
-            [
-                {
-                    "recipe": "base",
-                    "precision": "bf16",
-                    "ratio": 2.1,
-                    "mfu": 0.31,
-                    "engine": "t2-graphs",
-                    "t2_host_ms_per_step": [9.0, 11.0, 10.0],
-                    "t2_gpu_ms_per_step": 40.5,
-                    "t2_recompiles": 0,
-                },
-                {"recipe": "base", "precision": "bf16", "ratio": 1.1, "mfu": 0.15},
-            ]
-        )
-    )
-    (tmp_path / "ops.json").write_text(
-        json.dumps(
-            [
-                {
-                    "recipe": "base",
-                    "precision": "bf16",
-                    "ops_per_step": 900,
-                    "kernels_per_step": 700,
-                    "peer_ops_per_step": 1500,
-                    "peer_kernels_per_step": 1200,
-                    "casts_per_step": 12,
-                    "peer_casts_per_step": 300,
-                }
-            ]
-        )
-    )
-    monkeypatch.setattr(sys, "argv", ["gpu_summary.py", str(tmp_path)])
-    summary.main()
-    md = (tmp_path / "summary.md").read_text()
-    assert "NVIDIA H100" in md and "| CUDA tests | 4 passed in 3.1s |" in md
-    graphs = "| t2-graphs / peer tokens/s, base bf16 | 2.10x, MFU 31.0%, host 10.0 ms / GPU 40.5"
-    assert graphs in md and "| t2 / peer tokens/s, base bf16 | 1.10x, MFU 15.0%, host n/a" in md
-    assert "900 (700) / 1500 (1200)" in md
-    assert "`_to_copy` per eager step, base: t2 / peer | 12 / 300" in md
-    assert "| quickstart | missing |" in md and "| mixed_5min | missing |" in md
-    assert json.loads((tmp_path / "summary.json").read_text())["memory_model"] is None
 
 
 def test_bench_cli_times_help_screens_against_the_interpreter_and_torch(tmp_path, capsys):

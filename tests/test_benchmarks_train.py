@@ -33,6 +33,10 @@ def test_bench_train_interleaves_both_loops_and_writes_ratios(tmp_path, single_t
         "2",
         "--steps-per-round",
         "1",
+        "--batches",
+        "2",
+        "--sightings",
+        "1",
         "--precisions",
         "fp32,bf16",
         "--breakdown",
@@ -60,40 +64,101 @@ def test_bench_train_interleaves_both_loops_and_writes_ratios(tmp_path, single_t
 
 
 @needs_data
-def test_bench_train_times_each_mode_of_the_training_pass_against_the_peer(single_thread):
-    """--modes: eager and compiled t2 (dynamo's eager backend here: no C++ build) each get
-    a record against the same peer rounds, with host time per step and no recompilation
-    once warm (the batch and length dimensions are symbolic)."""
+def test_bench_train_times_each_mode_in_turn_and_writes_it_before_the_next(
+    tmp_path, single_thread, monkeypatch
+):
+    """--modes: each t2 mode against the peer in rounds of its own, on the same pre-drawn
+    batches cycled, every one seen twice before timing (so that CUDA graphs replay every
+    timed step), its record on disk as soon as it is measured: a mode cut short (here the
+    third one's warm-up is interrupted, as a time limit would) loses only itself. Dynamo's
+    eager backend here: no C++ build."""
+    bench, modes = load("bench_train"), load("train_modes")
+    warm_up = modes._warm_up
+
+    def cut_short(engine, cycle, args, cfg):  # noqa: ANN001, ANN202
+        if engine.name == "t2-graphs":
+            raise KeyboardInterrupt  # as the time limit's signal would end the process
+        return warm_up(engine, cycle, args, cfg)
+
+    monkeypatch.setattr(modes, "_warm_up", cut_short)
+    out = tmp_path / "train.json"
     argv = train_argv(
-        "--max-tokens",
-        "200",
-        "--rounds",
-        "2",
-        "--steps-per-round",
-        "1",
-        "--precisions",
-        "fp32",
-        "--recipes",
-        "base",
-        "--modes",
-        "eager,compiled",
-        "--set",
-        "train.compile_backend=eager",
+        *("--max-tokens", "200", "--rounds", "2", "--steps-per-round", "1", "--batches", "2"),
+        *("--precisions", "fp32", "--recipes", "base", "--modes", "eager,compiled,graphs"),
+        *("--set", "train.compile_backend=eager", "--json", str(out)),
     )
-    records = load("bench_train").main(argv)
-    by = {r["engine"]: r for r in records}
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(argv)
+    by = {r["engine"]: r for r in json.loads(out.read_text())}
     assert set(by) == {"t2-eager", "t2-compiled"}
-    assert by["t2-eager"]["marian_tokens_per_s"] == by["t2-compiled"]["marian_tokens_per_s"]
     for r in by.values():
-        assert len(r["t2_host_ms_per_step"]) == 2 and min(r["t2_host_ms_per_step"]) > 0
+        assert (r["batches"], r["sightings_before_timing"], r["timed_steps"]) == (2, 2, 2)
+        assert 1 <= r["shapes"] <= 2
+        assert len(r["t2_host_ms_per_step"]) == len(r["marian_tokens_per_s"]) == 2
         assert r["t2_recompiles"] == 0 and r["t2_gpu_ms_per_step"] is None
         assert r["host_below_gpu"] is None  # no GPU: nothing to compare the host with
+    assert by["t2-eager"]["t2_compiled"] is False
+    compiled = by["t2-compiled"]
+    assert compiled["t2_compiled"] and compiled["t2_fallback"] is None
+    assert compiled["t2_compile_s"] > 0 and compiled["t2_compile_from"] == "no compile cache"
+    assert not compiled["t2_cuda_graphs"] and compiled["t2_cudagraph_skips"] == 0
+
+
+def test_a_cycle_serves_the_pre_drawn_batches_in_turn_and_counts_their_sightings():
+    import torch
+
+    cycle_type = load("train_modes").Cycle
+    batches = [{"src": torch.zeros(2, n), "tgt_in": torch.zeros(2, 5)} for n in (3, 4, 3)]
+    cycle = cycle_type(batches)
+    served = [next(cycle) for _ in range(7)]
+    assert all(a is b for a, b in zip(served, batches * 3, strict=False))
+    assert (cycle.sightings, cycle.shapes) == (2, 2)
+    aligned = cycle_type(batches, cycle.served)  # the peer's, at the engine's position
+    assert next(aligned) is next(cycle) is batches[1]
+
+
+def test_the_graph_probe_counts_the_cuda_graph_trees_calls_and_puts_them_back():
+    """Warm-ups, recordings and replays are counted where torch's CUDA-graph trees make
+    them (the methods wrapped call through), and the methods are restored on exit."""
+    import types
+
+    import torch._inductor.cudagraph_trees as trees
+
+    probe_type = load("graph_probe").GraphProbe
+    original = trees.CUDAGraphNode.run_graph
+    replayed = []
+    node = types.SimpleNamespace(graph=types.SimpleNamespace(replay=lambda: replayed.append(1)))
+    with probe_type() as probe:
+        before = probe.counts()
+        trees.CUDAGraphNode.run_graph(node)
+        trees.CUDAGraphNode.run_graph(node)
+        counts = probe.counts() - before
+    assert replayed == [1, 1] and (counts.replays, counts.recordings, counts.warmups) == (2, 0, 0)
+    assert trees.CUDAGraphNode.run_graph is original
+
+
+def test_the_graph_probe_records_a_cuda_graph_skip_and_torchs_reason(single_thread):
+    """A real skip: the cudagraphs backend given CPU tensors, as it would be given a
+    mutated input or a CPU op on a GPU; counted, with the reason torch logged."""
+    import torch
+
+    probe_type = load("graph_probe").GraphProbe
+    torch._dynamo.reset()
+    with probe_type() as probe:
+        step = torch.compile(lambda x: (x * 2).sin().sum(), backend="cudagraphs")
+        step(torch.randn(4, requires_grad=True)).backward()
+        counts = probe.counts()
+    assert counts.skips == 1 and len(counts.reasons) == 1, counts
+    assert counts.reasons[0].startswith("skipping cudagraphs due to") and "cpu" in counts.reasons[0]
 
 
 def test_bench_train_refuses_an_unknown_mode(capsys):
     with pytest.raises(SystemExit):
         load("bench_train").parse_args(["--modes", "eager,jit"])
-    assert "unknown mode 'jit'; valid: auto or eager, compiled, graphs" in capsys.readouterr().err
+    assert (
+        "unknown mode 'jit'; valid: auto or eager, compiled, graphs, flex"
+        in capsys.readouterr().err
+    )
 
 
 @needs_data

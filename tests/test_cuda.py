@@ -87,13 +87,35 @@ def test_a_training_step_on_cuda_in_bf16_is_finite_and_moves_the_loss(tiny_model
     assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
 
 
-@pytest.mark.parametrize("mode", ["default", "graphs"])
-def test_the_compiled_training_pass_gives_the_eager_loss_and_gradients(mode):
-    """train.compile on CUDA (inductor; graphs: CUDA graphs too) over two accumulated
-    micro-batches of different bucket shapes, twice (the second time from the cache and,
-    with graphs, replayed): the eager pass's loss and gradients within bf16 tolerance."""
+def _two_shapes_of_micro_batches() -> list[dict[str, torch.Tensor]]:
+    """Two micro-batches of different bucket shapes, padding in both."""
+    g = torch.Generator().manual_seed(1)
+    batches = []
+    for rows, length in ((16, 12), (8, 20)):
+        ids = torch.randint(3, 300, (rows, length + 1), generator=g)
+        ids[0, length - 3 :] = 0
+        batches.append(
+            {"src": ids[:, :-1].cuda(), "tgt_in": ids[:, :-1].cuda(), "tgt_out": ids[:, 1:].cuda()}
+        )
+    return batches
+
+
+@pytest.mark.parametrize(
+    ("mode", "padded_attention"), [("default", "sdpa"), ("graphs", "sdpa"), ("default", "flex")]
+)
+def test_the_compiled_training_pass_gives_the_eager_loss_and_gradients(mode, padded_attention):
+    """train.compile on CUDA (inductor; graphs: CUDA graphs too; flex: padded attention on
+    FlexAttention) over two accumulated micro-batches of different bucket shapes, three
+    steps: the eager pass's loss and gradients within bf16 tolerance at each. With graphs,
+    torch's CUDA-graph trees run each shape's forward and backward eagerly at the first
+    step (warm-up), record them at the second and replay them at the third: the third
+    step replays every graph and records none, and no graph is skipped
+    (triton.cudagraph_or_error turns a skip into an error)."""
     import copy
 
+    import torch._inductor.config as inductor
+
+    from benchmarks.graph_probe import GraphProbe
     from t2.config import ModelConfig
     from t2.model.transformer import Transformer
     from t2.train.compiling import TrainingForward
@@ -114,14 +136,7 @@ def test_the_compiled_training_pass_gives_the_eager_loss_and_gradients(mode):
     )
     eager_model = Transformer(cfg).cuda().train()
     compiled_model = copy.deepcopy(eager_model)
-    g = torch.Generator().manual_seed(1)
-    batches = []
-    for rows, length in ((16, 12), (8, 20)):
-        ids = torch.randint(3, 300, (rows, length + 1), generator=g)
-        ids[0, length - 3 :] = 0
-        batches.append(
-            {"src": ids[:, :-1].cuda(), "tgt_in": ids[:, :-1].cuda(), "tgt_out": ids[:, 1:].cuda()}
-        )
+    batches = _two_shapes_of_micro_batches()
     autocast = lambda: torch.autocast("cuda", torch.bfloat16)  # noqa: E731
 
     def step(forward: TrainingForward) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -133,10 +148,20 @@ def test_the_compiled_training_pass_gives_the_eager_loss_and_gradients(mode):
         return loss, [p.grad.clone() for p in forward.model.parameters()]
 
     eager = TrainingForward(eager_model, False)
-    compiled = TrainingForward(compiled_model, True, mode=mode, max_shapes=2)
-    for _ in range(2):
-        want, got = step(eager), step(compiled)
-        assert compiled.is_compiled, compiled.fallback
-        torch.testing.assert_close(got[0], want[0], rtol=2e-2, atol=0)
-        for a, b in zip(got[1], want[1], strict=True):
-            torch.testing.assert_close(a, b, rtol=5e-2, atol=5e-2 * b.abs().max().item())
+    compiled = TrainingForward(
+        compiled_model, True, mode=mode, max_shapes=2, padded_attention=padded_attention
+    )
+    with inductor.patch({"triton.cudagraph_or_error": True}), GraphProbe() as probe:
+        for _ in range(3):
+            before = probe.counts()
+            want, got = step(eager), step(compiled)
+            assert compiled.is_compiled, compiled.fallback
+            torch.testing.assert_close(got[0], want[0], rtol=2e-2, atol=0)
+            for a, b in zip(got[1], want[1], strict=True):
+                torch.testing.assert_close(a, b, rtol=5e-2, atol=5e-2 * b.abs().max().item())
+        last = probe.counts() - before  # the third step's
+    assert last.skips == 0 and probe.counts().skips == 0, probe.counts().reasons
+    if mode == "graphs":  # each shape's forward and backward, replayed
+        assert last.replays >= 4 and last.recordings == 0 and last.warmups == 0, last
+    else:
+        assert probe.counts().replays == probe.counts().recordings == 0

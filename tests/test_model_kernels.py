@@ -209,7 +209,7 @@ def test_sdpa_takes_the_bias_on_both_cpu_paths(monkeypatch, max_keys):
 def test_flex_attention_with_padding_causality_and_bias_is_the_formula(padded, causal, biased):
     """The compiled CUDA pass's masked attention (t2.model.flex): its block mask and score
     modification give the formula's output; queries fewer than keys, causal bottom-right."""
-    from t2.model.flex import flex_attention_masked
+    from t2.model.flex import block_mask, flex_attention_masked
     from t2.model.kernels.math import math_attention
 
     torch.manual_seed(0)
@@ -218,5 +218,26 @@ def test_flex_attention_with_padding_causality_and_bias_is_the_formula(padded, c
     pad[1, 4:] = True
     pad = pad if padded else None
     bias = -torch.rand(1, 2, 5, 7) if biased else None
-    got = flex_attention_masked(q, k, v, pad, causal, bias)
+    mask = block_mask(pad, causal, 3, 5, 7, q.device)
+    got = flex_attention_masked(q, k, v, mask, bias)
     torch.testing.assert_close(got, math_attention(q, k, v, pad, causal, 0.0, bias))
+
+
+def test_flex_is_taken_only_when_asked_for_on_cudas_path_inside_the_compiler():
+    """train.padded_attention=flex applies to the compiled CUDA pass alone: eagerly
+    FlexAttention runs an unfused reference, and on a CPU it has no backward pass."""
+    from t2.model.codepath import simulated
+    from t2.model.flex import flex_wanted
+
+    t = torch.zeros(2)
+    assert not flex_wanted("flex", t) and not flex_wanted("sdpa", t)
+    with simulated("cuda"):
+        assert not flex_wanted("flex", t)  # eagerly
+        for choice, taken in (("flex", 1.0), ("sdpa", 0.0)):
+            torch._dynamo.reset()
+            traced = torch.compile(
+                lambda x, c=choice: x + flex_wanted(c, x), backend="eager", fullgraph=True
+            )
+            assert traced(t).tolist() == [taken, taken], choice
+    with pytest.raises(ValueError, match="padded_attention must be one of sdpa, flex"):
+        flex_wanted("fast", t)

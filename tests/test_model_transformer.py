@@ -180,3 +180,37 @@ def test_embedding_tying(tiny_model_config, tie, n_matrices):
     counts = count_parameters(model)
     assert untied["total"] - counts["total"] == (3 - n_matrices) * V * 16
     assert counts["embeddings"] == n_matrices * V * 16
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize(("positional", "masks"), [("sinusoidal", 2), ("alibi", 3)])
+def test_flex_builds_each_block_mask_once_per_forward_with_sdpas_loss(
+    tiny_model_config, monkeypatch, positional, masks
+):
+    """train.padded_attention=flex on the compiled CUDA pass (simulated here: CUDA's code
+    path, FlexAttention run eagerly, forward only, as it has no backward on a CPU; when
+    the pass takes it: test_model_kernels): 3 + 3 layers build the encoder's and the
+    cross-attention's block masks once each (ALiBi's biased decoder self-attention a
+    third), not one per layer, and give the SDPA pass's loss."""
+    import torch.nn.attention.flex_attention as flex_attention
+
+    from t2.model import transformer
+    from t2.model.codepath import simulated
+
+    built = []
+    real = flex_attention.create_block_mask
+    monkeypatch.setattr(
+        flex_attention, "create_block_mask", lambda *a, **kw: built.append(1) or real(*a, **kw)
+    )
+    monkeypatch.setattr(transformer, "flex_wanted", lambda choice, t: choice == "flex")
+    torch.manual_seed(0)
+    cfg = tiny_model_config(positional=positional, n_encoder_layers=3, n_decoder_layers=3)
+    model = Transformer(cfg).eval()
+    src, tgt = _tokens(3, 9), _tokens(3, 7, seed=1)
+    src[0, 6:], tgt[1, 5:] = 0, 0
+    with simulated("cuda"), torch.no_grad():
+        loss, _ = model(src, tgt[:, :-1], tgt[:, 1:], 0.1)
+        assert built == []  # the default, SDPA
+        flex_loss, _ = model(src, tgt[:, :-1], tgt[:, 1:], 0.1, padded_attention="flex")
+    assert len(built) == masks
+    torch.testing.assert_close(flex_loss, loss, rtol=1e-5, atol=1e-5)

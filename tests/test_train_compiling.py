@@ -19,7 +19,7 @@ from t2.config import ModelConfig
 from t2.model.codepath import simulated
 from t2.model.transformer import Transformer
 from t2.registry import ATTENTION, FFN, NORM, POSITIONAL
-from t2.train.compiling import TrainingForward, compiled_graphs, wanted
+from t2.train.compiling import TrainingForward, compiled_graphs, records_graphs, wanted
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -151,6 +151,26 @@ def test_cuda_graphs_keep_the_gradients_out_of_the_graphs_memory():
     assert not plain.keeps_gradients and all(p.grad is None for p in plain.model.parameters())
 
 
+def test_every_backend_that_records_cuda_graphs_gets_graphs_modes_safeguards(monkeypatch):
+    """compile_backend=cudagraphs records CUDA graphs whatever train.compile_mode says:
+    gradients in buffers of their own, a step mark before each replay, the loss copied
+    out of the graph's memory, as with compile_mode=graphs."""
+    assert records_graphs("graphs", "inductor") and records_graphs("default", "cudagraphs")
+    assert not records_graphs("default", "inductor") and not records_graphs("default", "eager")
+    assert not records_graphs("max-autotune", "aot_eager")
+    m = model()
+    forward = TrainingForward(m, True, backend="cudagraphs")
+    assert forward.keeps_gradients
+    assert all(p.grad is not None and not p.grad.any() for p in m.parameters())
+    marks = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    forward.compiled = m  # the pass as the compiled code runs it, without compiling here
+    loss = forward.run(
+        batch(), 0.1, torch.tensor(0.05), lambda x: x.backward(), contextlib.nullcontext
+    )
+    assert marks == [1] and loss._base is None and not loss.requires_grad
+
+
 def test_compile_auto_means_cuda_and_is_resolved_by_the_plan():
     from t2.recipes import load_config
     from t2.train.plan import Device, planned
@@ -175,3 +195,5 @@ def test_a_bad_compile_setting_fails_with_the_choices():
         load_config("quickstart", ["train.compile=sometimes"])
     with pytest.raises(ConfigError, match="valid choices: default, graphs, max-autotune"):
         load_config("quickstart", ["train.compile_mode=fast"])
+    with pytest.raises(ConfigError, match="valid choices: flex, sdpa"):
+        load_config("quickstart", ["train.padded_attention=flash"])

@@ -64,10 +64,24 @@ def _grads_of_one_step(cast: bool, batches: list) -> tuple[torch.Tensor, dict]:
     return stats.loss, {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-def test_auto_means_cuda_under_bf16():
-    assert wanted("auto", "cuda", "bf16") and not wanted("auto", "cpu", "bf16")
-    assert not wanted("auto", "cuda", "fp16") and not wanted(True, "cuda", "no")
-    assert wanted(True, "cpu", "bf16") and not wanted(False, "cuda", "bf16")
+def test_auto_means_an_eager_step_on_cuda_under_bf16():
+    """Compiled, the casts are fused into the graph's kernels: auto casts only eagerly."""
+    assert wanted("auto", "cuda", "bf16", False) and not wanted("auto", "cpu", "bf16", False)
+    assert not wanted("auto", "cuda", "bf16", True)
+    assert not wanted("auto", "cuda", "fp16", False) and not wanted(True, "cuda", "no", False)
+    assert wanted(True, "cpu", "bf16", True) and not wanted(False, "cuda", "bf16", False)
+
+
+def test_the_plan_resolves_auto_by_whether_the_step_compiles():
+    from t2.recipes import load_config
+    from t2.train.plan import Device, planned, resolved
+
+    compiled, plan = planned(load_config("base"), 1, Device("cuda", 80 * 2**30, "a GPU"))
+    assert compiled.train.compile is True and compiled.train.cast_weights is False
+    eager = resolved(load_config("base", ["train.compile=false"]), plan)
+    assert eager.train.compile is False and eager.train.cast_weights is True
+    forced = resolved(load_config("base", ["train.cast_weights=true"]), plan)
+    assert forced.train.compile is True and forced.train.cast_weights is True
 
 
 def test_compute_weights_are_the_linear_layers_in_bf16_the_rest_shared():

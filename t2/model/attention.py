@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from t2.model.flex import BlockMasks, flex_attention_masked
 from t2.model.kernels import attention_weights
 from t2.model.packing import Packing
 from t2.model.positional import Positional
@@ -122,6 +123,12 @@ def _recording_kernel(sink: list[Tensor]) -> Callable[..., Tensor]:
     return kernel
 
 
+def _masked(q: Tensor, k: Tensor, pad: Tensor | None, causal: bool, bias: Tensor | None) -> bool:
+    """Whether an attention needs a mask or a bias: padding, a bias, or causal with fewer
+    queries than keys (SDPA's flash kernel takes only the rest)."""
+    return bias is not None or pad is not None or (causal and q.shape[-2] != k.shape[-2])
+
+
 class _Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float, bias: bool, kernel: str):
         super().__init__()
@@ -140,14 +147,22 @@ class _Attention(nn.Module):
         group: int = 1,
         packing: Packing | None = None,
         bias: Tensor | None = None,
+        masks: BlockMasks | None = None,
     ) -> Tensor:
         """Attention of q (B * group, H, Tq, Dh) over k, v (B, H, Tk, Dh): `group`
         consecutive query rows share one row of keys and values. With the queries'
         `packing`, the output is packed to their real positions before the projection.
-        `bias` (self-attention only, group 1) is added to the scores."""
+        `bias` (self-attention only, group 1) is added to the scores. With the forward
+        pass's block `masks` (train.padded_attention=flex), a masked attention without
+        dropout runs FlexAttention instead of the layer's kernel."""
         p = self.dropout if self.training else 0.0
         q = rearrange(q, "(b g) h t d -> b h (g t) d", g=group)
-        out = self.kernel(q, k, v, pad, causal, p, bias)  # (B, H, group * Tq, Dh)
+        if masks is not None and p == 0.0 and _masked(q, k, pad, causal, bias):
+            name = f"{type(self).__name__}{'-causal' if causal else ''}"
+            mask = masks.get(name, q, k, pad, causal)
+            out = flex_attention_masked(q, k, v, mask, bias)
+        else:
+            out = self.kernel(q, k, v, pad, causal, p, bias)  # (B, H, group * Tq, Dh)
         out = rearrange(out, "b h (g t) d -> (b g) t (h d)", g=group)
         return self.out_proj(out if packing is None else packing.pack(out))
 
@@ -170,8 +185,10 @@ class SelfAttention(_Attention):
         cache: KVCache | None = None,
         offset: int = 0,
         packing: Packing | None = None,
+        masks: BlockMasks | None = None,
     ) -> Tensor:
-        """x: (B, T, D), or its real positions (N, D) with their `packing`."""
+        """x: (B, T, D), or its real positions (N, D) with their `packing`; `masks`: the
+        forward pass's block masks, if its masked attention runs FlexAttention."""
         qkv = self.qkv(x) if packing is None else packing.unpack(self.qkv(x))
         qkv = rearrange(qkv, "b t (n h d) -> n b h t d", n=3, h=self.n_heads)
         q, k, v = positional.rotate_qkv(qkv, offset).unbind(0)
@@ -188,7 +205,7 @@ class SelfAttention(_Attention):
                     else (F.pad(key_padding, (0, k.shape[-2] - key_padding.shape[-1]), value=True))
                 )
         bias = positional.attention_bias(q.shape[-2], k.shape[-2], offset, q.device)
-        return self._attend(q, k, v, key_padding, causal, packing=packing, bias=bias)
+        return self._attend(q, k, v, key_padding, causal, 1, packing, bias, masks)
 
 
 class CrossAttention(_Attention):
@@ -213,8 +230,10 @@ class CrossAttention(_Attention):
         cache: KVCache | None = None,
         packing: Packing | None = None,
         memory_packing: Packing | None = None,
+        masks: BlockMasks | None = None,
     ) -> Tensor:
-        """x and memory may come packed (N, D), with their packings (no cache then)."""
+        """x and memory may come packed (N, D), with their packings (no cache then);
+        `masks` as SelfAttention's."""
         q = self.q(x) if packing is None else packing.unpack(self.q(x))
         q = rearrange(q, "b t (h d) -> b h t d", h=self.n_heads)
         if cache is not None and cache.k is not None:
@@ -229,4 +248,4 @@ class CrossAttention(_Attention):
         group = q.shape[0] // k.shape[0]
         if group * k.shape[0] != q.shape[0]:
             raise ValueError(f"{q.shape[0]} query rows are not a multiple of {k.shape[0]} sources")
-        return self._attend(q, k, v, key_padding, False, group, packing)
+        return self._attend(q, k, v, key_padding, False, group, packing, masks=masks)

@@ -9,6 +9,9 @@ from t2.errors import ConfigError
 from t2.registry import ATTENTION, FFN, NORM, POSITIONAL
 from t2.section import Section, choice, component
 
+# how the compiled CUDA pass runs a masked attention (train.padded_attention, t2.model.flex)
+PADDED_ATTENTION = ("sdpa", "flex")
+
 
 @dataclass(frozen=True)
 class ModelConfig(Section):

@@ -10,6 +10,7 @@ from torch import nn
 from t2.model.attention import CrossAttention, KVCache, SelfAttention
 from t2.model.config import ModelConfig
 from t2.model.ffn import build_ffn
+from t2.model.flex import BlockMasks
 from t2.model.fused import Dropout
 from t2.model.norm import build_norm
 from t2.model.packing import Packing
@@ -61,9 +62,11 @@ class EncoderLayer(nn.Module):
         src_pad: Tensor | None,
         positional: Positional,
         packing: Packing | None = None,
+        masks: BlockMasks | None = None,  # the forward pass's (t2.model.flex)
     ) -> Tensor:
         x = self.res_attn(
-            x, lambda h: self.self_attn(h, src_pad, False, positional, packing=packing)
+            x,
+            lambda h: self.self_attn(h, src_pad, False, positional, packing=packing, masks=masks),
         )
         return self.res_ffn(x, self.ffn)
 
@@ -90,12 +93,18 @@ class DecoderLayer(nn.Module):
         offset: int = 0,
         packing: Packing | None = None,  # x's, when it comes packed (N, D)
         memory_packing: Packing | None = None,  # memory's
+        masks: BlockMasks | None = None,  # the forward pass's (t2.model.flex)
     ) -> Tensor:
         x = self.res_self(
-            x, lambda h: self.self_attn(h, None, True, positional, self_cache, offset, packing)
+            x,
+            lambda h: self.self_attn(
+                h, None, True, positional, self_cache, offset, packing, masks=masks
+            ),
         )
         x = self.res_cross(
             x,
-            lambda h: self.cross_attn(h, memory, src_pad, cross_cache, packing, memory_packing),
+            lambda h: self.cross_attn(
+                h, memory, src_pad, cross_cache, packing, memory_packing, masks=masks
+            ),
         )
         return self.res_ffn(x, self.ffn)

@@ -13,6 +13,7 @@ from torch import nn
 from t2.model.attention import KVCache
 from t2.model.codepath import code_path
 from t2.model.config import ModelConfig
+from t2.model.flex import BlockMasks, flex_wanted
 from t2.model.fused import Dropout
 from t2.model.init import initialise
 from t2.model.layers import DecoderLayer, EncoderLayer
@@ -84,16 +85,20 @@ class Transformer(nn.Module):
         return self.positional.max_length
 
     def encode(
-        self, src: Tensor, src_pad: Tensor | None = None, packing: Packing | None = None
+        self,
+        src: Tensor,
+        src_pad: Tensor | None = None,
+        packing: Packing | None = None,
+        masks: BlockMasks | None = None,
     ) -> Tensor:
         """src: (B, S) token ids -> memory (B, S, D), or its real positions (N, D) with
-        their `packing` (t2.model.packing)."""
+        their `packing` (t2.model.packing); `masks`: the pass's block masks (t2.model.flex)."""
         if src_pad is None:
             src_pad = src.eq(self.pad_id)
         x = self._embed(self.src_embed, src, 0)
         x = x if packing is None else packing.pack(x)
         for layer in self.encoder:
-            x = layer(x, src_pad, self.positional, packing)
+            x = layer(x, src_pad, self.positional, packing, masks)
         return self.encoder_norm(x)
 
     def decode(
@@ -115,10 +120,11 @@ class Transformer(nn.Module):
         state: DecoderState | None = None,
         packing: Packing | None = None,
         memory_packing: Packing | None = None,
+        masks: BlockMasks | None = None,
     ) -> Tensor:
         """The decoder's output (B, T, D) before the output projection; as `decode`. With
         packings (teacher forcing only) the target's real positions (N, D), from packed
-        memory."""
+        memory; `masks` as `encode`'s."""
         offset = state.offset if state is not None else 0
         x = self._embed(self.tgt_embed, tgt_in, offset)
         x = x if packing is None else packing.pack(x)
@@ -135,6 +141,7 @@ class Transformer(nn.Module):
                 offset,
                 packing,
                 memory_packing,
+                masks,
             )
         if state is not None:
             state.offset += tgt_in.shape[1]
@@ -155,24 +162,29 @@ class Transformer(nn.Module):
         target: Tensor | None = None,
         smoothing: float = 0.0,
         grad_scale: Tensor | float | None = None,
+        padded_attention: str = "sdpa",
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Teacher-forced logits (B, T, V); src (B, S) and tgt_in (B, T) are padded ids.
 
         With `target` (B, T), the label-smoothed loss summed over its real tokens and their
         count instead (t2.model.loss.projected_cross_entropy, with `grad_scale`): training
         on a CPU then never holds the (tokens x vocabulary) logits whole, and its
-        position-wise layers skip the padding (t2.model.packing).
+        position-wise layers skip the padding (t2.model.packing). `padded_attention`
+        (train.padded_attention): `flex` runs the compiled CUDA pass's masked attention
+        on FlexAttention, its block masks built once here for every layer (t2.model.flex).
         """
         src_pad = src.eq(self.pad_id)
+        masks = BlockMasks() if flex_wanted(padded_attention, src) else None
         if target is None:
-            return self.project(self.decoder_states(tgt_in, self.encode(src, src_pad), src_pad))
+            memory = self.encode(src, src_pad, None, masks)
+            return self.project(self.decoder_states(tgt_in, memory, src_pad, None, masks=masks))
         sources = targets = None
         if self.packs(src):
             sources = Packing.of(src_pad)  # encoder and cross-attention mask padding keys
             targets = Packing.of(self._trailing_padding(tgt_in, target))
             target = targets.pack(target)
-        memory = self.encode(src, src_pad, sources)
-        h = self.decoder_states(tgt_in, memory, src_pad, None, targets, sources)
+        memory = self.encode(src, src_pad, sources, masks)
+        h = self.decoder_states(tgt_in, memory, src_pad, None, targets, sources, masks)
         return projected_cross_entropy(
             h, self.output_weight, target, self.pad_id, smoothing, grad_scale
         )

@@ -10,7 +10,13 @@ split), as nanoGPT compiles its model in train.py.
   `train.compile_mode: graphs` adds CUDA graphs (torch.compile's `reduce-overhead`): one
   graph recorded per bucket shape, all in one shared memory pool, which removes the
   kernel-launch cost that remains. Recompilations are bounded by the plan's shape count
-  and logged (`compiles` in metrics.jsonl; a line when the count grows).
+  and logged (`compiles` in metrics.jsonl; a line when the count grows). Every backend
+  that records CUDA graphs (`graphs` mode, or `train.compile_backend: cudagraphs`) gets
+  the same safeguards: a step mark before each replay, gradients in buffers of their own
+  and the loss copied out of the graph's memory.
+- The first compilation is kept in the run's compile cache (t2.train.compile_cache) and
+  reused by the next run that names the same folder; the log's compile line says how long
+  the first micro-batch took and whether its graphs came from the cache.
 - Only the training pass is compiled: validation, decoding and the state dict use the
   plain model, and the compiled code reads the same parameters.
 - A compiler or graph-capture failure falls back to the eager step with one warning line
@@ -22,12 +28,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from t2.train.precision import ComputeWeights
+
+if TYPE_CHECKING:
+    from t2.train.compile_cache import CompileCache
 
 # torch.compile's modes by train.compile_mode
 MODES = {
@@ -35,6 +45,15 @@ MODES = {
     "graphs": "reduce-overhead",
     "max-autotune": "max-autotune-no-cudagraphs",
 }
+# compile backends (train.compile_backend) that record CUDA graphs whatever the mode
+CUDA_GRAPH_BACKENDS = ("cudagraphs",)
+
+
+def records_graphs(mode: str, backend: str) -> bool:
+    """Whether a compiled pass of `mode` (train.compile_mode) on `backend` replays CUDA
+    graphs, whose outputs the next replay overwrites: it then needs graphs mode's
+    safeguards."""
+    return mode == "graphs" or backend in CUDA_GRAPH_BACKENDS
 
 
 def wanted(setting: bool | str, device_kind: str) -> bool:
@@ -109,15 +128,21 @@ class TrainingForward:
         backend: str = "inductor",
         max_shapes: int = 0,
         weights: ComputeWeights | None = None,
+        padded_attention: str = "sdpa",
+        cache: CompileCache | None = None,
     ) -> None:
-        self.model, self.graphs = model, compile and mode == "graphs"
+        self.model, self.graphs = model, compile and records_graphs(mode, backend)
         self.weights = weights  # bf16 compute weights of an fp32 master (t2.train.precision)
+        self.padded_attention = padded_attention  # train.padded_attention (t2.model.flex)
+        self.cache = cache if compile else None  # the run's compile cache, if any
         self.compiled: Callable[..., Any] | None = None
         self.fallback: str | None = None  # why the compiled pass was given up, if it was
         self.first_s: float | None = None  # the first compiled micro-batch's wall time
         self.graphs_reported: int | None = None  # the graph count last printed (loop.py)
         if compile:
             limit_recompiles(max_shapes)
+            if self.cache is not None:
+                self.cache.load()
             options = {"backend": backend, "fullgraph": True, "dynamic": True}
             if backend == "inductor":
                 options["mode"] = MODES[mode]
@@ -146,6 +171,11 @@ class TrainingForward:
     def is_compiled(self) -> bool:
         return self.compiled is not None and self.fallback is None
 
+    @property
+    def compile_note(self) -> str:
+        """Where the first compilation came from, in words, for the log's compile line."""
+        return self.cache.note if self.cache is not None else "no compile cache"
+
     def run(
         self,
         batch: dict[str, torch.Tensor],
@@ -157,16 +187,26 @@ class TrainingForward:
         """The loss of one micro-batch, its gradient (times `scale`) accumulated by
         `backward`; the forward runs under `autocast` (a context manager factory)."""
         if self.is_compiled:
-            start = time.perf_counter() if self.first_s is None else None
+            compiled = partial(
+                self._pass, self.compiled, batch, smoothing, scale, backward, autocast
+            )
             try:
-                loss = self._pass(self.compiled, batch, smoothing, scale, backward, autocast)
+                if self.first_s is not None:
+                    return compiled()
+                loss, self.first_s = self._first(compiled)
+                return loss
             except compile_errors() as err:
                 self._give_up(err)
-            else:
-                if start is not None:
-                    self.first_s = time.perf_counter() - start
-                return loss
         return self._pass(self.model, batch, smoothing, scale, backward, autocast)
+
+    def _first(self, compiled: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, float]:
+        """The first compiled micro-batch (the compilation) and its seconds, through the
+        compile cache if the run has one."""
+        if self.cache is not None:
+            return self.cache.first_pass(compiled)
+        start = time.perf_counter()
+        loss = compiled()
+        return loss, time.perf_counter() - start
 
     def _pass(
         self,
@@ -180,7 +220,14 @@ class TrainingForward:
         if self.graphs and forward is self.compiled:  # a new graph replay: earlier outputs go
             torch.compiler.cudagraph_mark_step_begin()
         with autocast():
-            loss, _ = forward(batch["src"], batch["tgt_in"], batch["tgt_out"], smoothing, scale)
+            loss, _ = forward(
+                batch["src"],
+                batch["tgt_in"],
+                batch["tgt_out"],
+                smoothing,
+                scale,
+                padded_attention=self.padded_attention,
+            )
         backward(loss * scale)
         # a CUDA graph's output is overwritten by the next replay: keep a copy of the loss
         return loss.detach().clone() if self.graphs else loss.detach()

@@ -129,7 +129,7 @@ def report_compilation(run: Training, record: dict[str, Any], step: int) -> None
     if seen is not None and graphs <= seen:
         return
     first = (
-        f"the first micro-batch took {forward.first_s:.1f} s, "
+        f"the first micro-batch took {forward.first_s:.1f} s ({forward.compile_note}), "
         if seen is None and (forward.first_s is not None)
         else ""
     )

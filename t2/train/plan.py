@@ -216,7 +216,7 @@ def resolved(cfg: Config, plan: BatchPlan) -> Config:
     kind = plan.device.kind
     compiled = wanted(cfg.train.compile, kind)
     precision = mixed_precision(cfg.train.mixed_precision, kind == "cuda", quiet=True)
-    cast = cast_wanted(cfg.train.cast_weights, kind, precision)
+    cast = cast_wanted(cfg.train.cast_weights, kind, precision, compiled)
     train = dataclasses.replace(
         cfg.train, accumulate=plan.accumulate, compile=compiled, cast_weights=cast
     )

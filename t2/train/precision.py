@@ -24,13 +24,16 @@ import torch
 from torch import nn
 
 
-def wanted(setting: bool | str, device_kind: str, mixed_precision: str) -> bool:
+def wanted(setting: bool | str, device_kind: str, mixed_precision: str, compiled: bool) -> bool:
     """Whether train.cast_weights (`true`, `false` or `auto`) applies: `auto` on CUDA
-    under bf16 autocast, where the host's time per cast is the cost (docs/performance.md);
-    never without bf16 (fp16 has its loss scaler, fp32 nothing to cast)."""
+    under bf16 autocast when the step runs eagerly, where the host's time per cast is the
+    cost (docs/performance.md); not when it is compiled, where the casts are fused into
+    the graph's kernels and casting once would only cost a bf16 copy of the weights (2
+    bytes a parameter, 4 with its gradient) and bf16 gradient sums; never without bf16
+    (fp16 has its loss scaler, fp32 nothing to cast)."""
     if mixed_precision != "bf16":
         return False
-    return device_kind == "cuda" if setting == "auto" else bool(setting)
+    return device_kind == "cuda" and not compiled if setting == "auto" else bool(setting)
 
 
 class ComputeWeights:

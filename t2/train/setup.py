@@ -24,6 +24,7 @@ from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
 from t2.train.collective import Waits
+from t2.train.compile_cache import CompileCache
 from t2.train.compiling import TrainingForward, wanted
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
@@ -59,7 +60,8 @@ RESUMABLE = (
     *("valid_bleu_sentences", "loader_workers", "accumulate", "max_minutes"),
     *("max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type"),
     *("wandb_name", "global_batch", "compile", "compile_mode", "compile_backend"),
-    *("cast_weights", "collective_timeout", "sweep_plan"),
+    *("cast_weights", "collective_timeout", "sweep_plan", "padded_attention"),
+    "compile_cache",
 )
 
 
@@ -171,20 +173,28 @@ def prepare_training(
     """Everything training applies to a new model, in one place (train.py and the
     benchmarks both call it): bf16 compute weights of a float32 master (train.cast_weights,
     t2.train.precision), the optimizer and schedule over the master, Accelerate's device
-    placement and DDP, and the compiled training pass (train.compile). Returns the model
+    placement and DDP, and the compiled training pass (train.compile, its padded attention
+    and its compile cache: train.padded_attention, train.compile_cache). Returns the model
     to save, validate and decode (the master, or the prepared model), the training pass,
     the optimizer and the scheduler. `auto` settings are resolved here for this device
     where the batch plan has not resolved them already."""
     t, device = cfg.train, accelerator.device
+    compiled = wanted(t.compile, device.type)
     weights = None
-    if cast_wanted(t.cast_weights, device.type, accelerator.mixed_precision):
+    if cast_wanted(t.cast_weights, device.type, accelerator.mixed_precision, compiled):
         weights = ComputeWeights(model.to(device))
     optimizer = build_optimizer(model, t, cfg.model.d_model)
     scheduler = build_scheduler(optimizer, t, cfg.model.d_model)
     trained, optimizer = prepare_model(accelerator, weights.module if weights else model, optimizer)
-    compiled = wanted(t.compile, device.type)
     forward = TrainingForward(
-        trained, compiled, t.compile_mode, t.compile_backend, cfg.data.max_shapes, weights
+        trained,
+        compiled,
+        t.compile_mode,
+        t.compile_backend,
+        cfg.data.max_shapes,
+        weights,
+        t.padded_attention,
+        CompileCache.of(cfg, device.type) if compiled else None,
     )
     return (model if weights else trained), forward, optimizer, scheduler
 

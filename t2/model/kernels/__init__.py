@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from t2.model.codepath import code_path
-from t2.model.flex import flex_attention_masked
 
 Tensor = torch.Tensor
 
@@ -89,12 +88,8 @@ def sdpa_on(
     bias: Tensor | None,
 ) -> Tensor:
     """F.scaled_dot_product_attention, on `backends` (in that order) on CUDA; a bias goes
-    in as a float mask (flash has none: the memory-efficient kernel takes it). Compiled on
-    CUDA, an attention that needs a mask or a bias runs FlexAttention (t2.model.flex)."""
-    unequal_causal = causal and q.shape[-2] != k.shape[-2]
-    masked = bias is not None or key_padding is not None or unequal_causal
-    if masked and dropout_p == 0.0 and q.is_cuda and torch.compiler.is_compiling():
-        return flex_attention_masked(q, k, v, key_padding, causal, bias)
+    in as a float mask (flash has none: the memory-efficient kernel takes it). The compiled
+    CUDA pass may run masked attention on FlexAttention instead (t2.model.flex)."""
     if bias is not None:
         mask, is_causal = _float_mask(key_padding, causal, bias, q, k.shape[-2]), False
     elif key_padding is None and (not causal or q.shape[-2] == k.shape[-2]):
