@@ -265,28 +265,64 @@ def test_wandb_that_cannot_start_is_one_line_error(tmp_path):
 
 
 def test_ddp_does_not_rebroadcast_the_positional_tables_each_forward():
-    from t2.train.setup import make_accelerator
+    """DDP syncs the buffers (positional tables) once, as it is made, never at each forward;
+    and Accelerate passes it no broadcast_buffers, deprecated since torch 2.13 (a
+    FutureWarning in every process's log)."""
+    import warnings
 
-    assert make_accelerator(Config(), "disabled").ddp_handler.broadcast_buffers is False
+    from torch.nn.parallel import DistributedDataParallel
+
+    from t2.train.setup import make_accelerator, prepare_model
+
+    assert make_accelerator(Config(), "disabled").ddp_handler is None
+
+    class Prepared:  # Accelerate's prepare on several processes: DDP, made as Accelerate does
+        def prepare(self, model, optimizer):
+            return DistributedDataParallel(model), optimizer
+
+        def unwrap_model(self, model, keep_fp32_wrapper):
+            return model.module
+
+    store = torch.distributed.HashStore()
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = Transformer(TINY)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            ddp, _ = prepare_model(Prepared(), model, None)
+        assert list(model.buffers()) and not ddp.will_sync_module_buffers()
+    finally:
+        torch.distributed.destroy_process_group()
 
 
 class _OtherNode:
-    """What a process on another node sees: not the main one; the barrier is a no-op here."""
+    """The first process of another node: not the main one; the main process's
+    tokenizer.json reaches it over the process group (Waits.from_main)."""
 
-    is_main_process, process_index = False, 3
+    is_main_process = False
 
-    def everyone(self) -> None:  # the Waits of that node
-        pass
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def from_main(self, value: object) -> str:
+        return self.text
 
 
-def test_a_process_that_cannot_see_the_main_tokenizer_fails_in_one_line(tmp_path):
-    from t2.errors import ConfigError
+def test_another_node_gets_the_main_tokenizer_over_the_group_and_keeps_a_copy(tmp_path):
+    from t2.data.tokenizer import load_tokenizer, train_tokenizer
     from t2.rundir import RunDir
+    from t2.train.nodes import Sharing, Storage
     from t2.train.setup import shared_tokenizer
 
-    cfg = Config(model=TINY)
-    with pytest.raises(ConfigError, match="process 3 cannot see the tokenizer .* every node"):
-        shared_tokenizer(cfg, RunDir(tmp_path / "run"), _OtherNode(), _OtherNode(), resume=False)
+    texts = ["ein kleiner Test", "a small test", "noch ein Satz", "one more line"] * 10
+    main = train_tokenizer(texts, 60, 1, False, tmp_path / "main")
+    node, run = _OtherNode(main.backend_tokenizer.to_str()), RunDir(tmp_path / "node1")
+    storage = Storage(Sharing(writes=True, shared=False), Sharing(writes=True, shared=False))
+    got = shared_tokenizer(Config(model=TINY), run, node, node, storage, resume=False)
+    for tok in (got, load_tokenizer(run.tokenizer)):  # node 1's own copy in its run
+        assert len(tok) == len(main) and tok.pad_token_id == main.pad_token_id == 0
+        assert tok("ein kleiner Satz").input_ids == main("ein kleiner Satz").input_ids
+        assert tok.decode(main("one more test").input_ids) == "one more test"
 
 
 def test_the_collective_timeout_is_checked_and_sets_the_process_group_timeout():

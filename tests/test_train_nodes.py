@@ -1,0 +1,312 @@
+"""Jobs beyond one launcher, on CPU processes with gloo: `srun` tasks recognised as one job,
+two nodes each with its own disk (killed, then resumed on both), and torchrun's elastic
+restart resuming by itself; each ends with the loss log of an uninterrupted two-process
+run on one shared folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from test_train_lost_process import _command, _free_port, _launch
+from test_train_runs import ENV, ROOT, assert_same_log, losses
+
+from t2.config import TrainConfig
+from t2.errors import CheckpointError, ConfigError
+from t2.rundir import RunDir
+from t2.train.nodes import Sharing, common_checkpoint, detect
+
+AS_SCRIPT = """
+import runpy, sys
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+KILLED_AT_STEP = """
+import os, runpy, signal, sys
+import t2.train.loop as loop
+step_fn, calls = loop.train_step, [0]
+def killed(*args, **kwargs):  # process T2_KILL_RANK dies as step 5 begins, on a first start
+    calls[0] += 1
+    first = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+    if first and os.environ["RANK"] == os.environ["T2_KILL_RANK"] and calls[0] == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+    step_fn(*args, **kwargs)
+loop.train_step = killed
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+class _TwoProcesses:
+    """Waits of process 0 of two, whose partner found `other` (Waits.gather)."""
+
+    group = "gloo"
+
+    def __init__(self, other: object = None) -> None:
+        self.other = other
+
+    def gather(self, value: object) -> list[object]:
+        return [value, self.other]
+
+
+def _with_checkpoints(run: RunDir, *steps: int) -> RunDir:
+    for step in steps:
+        ckpt = run.checkpoint(step)
+        ckpt.mkdir(parents=True)
+        (ckpt / "COMPLETE").touch()
+        (ckpt / "model.safetensors").touch()
+    return run
+
+
+def test_processes_agree_on_the_checkpoint_to_resume_from(tmp_path):
+    """On node-local disks a node killed mid-save may lack the latest checkpoint: --resume
+    takes the latest that every process has; a named one must be everywhere."""
+    run = _with_checkpoints(RunDir(tmp_path / "run"), 3, 6)
+    both = _TwoProcesses(([3, 6], 6))
+    assert common_checkpoint(run, run.checkpoint(6), both, named=False) == run.checkpoint(6)
+    behind = _TwoProcesses(([3], 3))
+    assert common_checkpoint(run, run.checkpoint(6), behind, named=False) == run.checkpoint(3)
+    with pytest.raises(CheckpointError, match=r"process 0: 3, 6; process 1: 3\)"):
+        common_checkpoint(run, run.checkpoint(6), _TwoProcesses(([3], 3)), named=True)
+    with pytest.raises(CheckpointError, match="copy a step-N folder to the others'"):
+        common_checkpoint(run, run.checkpoint(6), _TwoProcesses(([], None)), named=False)
+    with pytest.raises(CheckpointError, match="^--resume 9: no such"):
+        common_checkpoint(run, run.checkpoint(6), _TwoProcesses(([], "--resume 9: no such")), True)
+    fresh = RunDir(tmp_path / "new")
+    assert common_checkpoint(fresh, None, _TwoProcesses(([], None)), named=False) is None
+
+
+def test_the_writers_of_a_folder_when_the_setting_says_it():
+    two = _TwoProcesses()
+    assert detect(ROOT, True, two, rank=1, local_rank=0) == Sharing(writes=False, shared=True)
+    assert detect(ROOT, False, two, rank=1, local_rank=0) == Sharing(writes=True, shared=False)
+    assert detect(ROOT, False, two, rank=3, local_rank=1) == Sharing(writes=False, shared=False)
+    with pytest.raises(ConfigError, match="train.shared_filesystem must be true, false or auto"):
+        TrainConfig(shared_filesystem="nfs")
+
+
+def srun_env(rank: int, port: int) -> dict[str, str]:
+    """What `srun --ntasks 2 python train.py` gives task `rank` on one node: SLURM's
+    variables only (the port is free for this test; SLURM's own derives from the job)."""
+    return {
+        "SLURM_JOB_ID": "4242",
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(rank),
+        "SLURM_NTASKS": "2",
+        "SLURM_NODEID": "0",
+        "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_TASKS_PER_NODE": "2",
+        "MASTER_PORT": str(port),
+    }
+
+
+@pytest.fixture(scope="module")
+def srun_run(tmp_path_factory):
+    """Two srun tasks training one run on one folder, uninterrupted: (run, outputs)."""
+    run = tmp_path_factory.mktemp("srun") / "run"
+    procs = _launch(run, program=AS_SCRIPT, env={}, ranked=srun_env)
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        outputs.append((proc.returncode, out, err))
+    return run, outputs
+
+
+@pytest.mark.slow
+def test_srun_tasks_are_one_job_with_no_deprecation_warning(srun_run):
+    run, outputs = srun_run
+    for code, _, err in outputs:
+        assert code == 0, err[-3000:]
+        assert "broadcast_buffers" not in err  # Accelerate's DDP argument, deprecated in torch
+    first = outputs[0][1]
+    assert "SLURM: 2 tasks of job 4242 form one job of 2 processes, 2 on this node" in first
+    assert "batch plan: 2 processes x 1 micro-batch" in first
+    assert "storage:" not in first  # one folder: nothing to say
+    assert [s for s, _ in losses(run)] == list(range(1, 7))
+    assert (run / "results.json").is_file()
+
+
+def _torchrun(*args: str) -> list[str]:
+    return [*TORCHRUN, *args]
+
+
+@pytest.mark.slow
+def test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run(tmp_path, srun_run):
+    """Two torchrun launchers as two nodes of one host, each with its own --out and data
+    cache standing for its local disk: the tokenizer is trained once and sent to node 1,
+    each node caches its data and keeps every checkpoint; node 1's process is killed at
+    step 5, and --resume on both ends with the shared-storage run's loss log."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_AT_STEP)
+    port = _free_port()
+
+    def launch(node: int, *extra: str, hook: bool) -> subprocess.Popen:
+        nodes = ("--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1")
+        where = ("--master-addr", "127.0.0.1", "--master-port", str(port))
+        launcher = _torchrun(*nodes, *where, *([str(script)] if hook else []))
+        cache = ("--set", f"data.cache_dir={tmp_path / f'cache{node}'}")
+        cmd = _command(tmp_path / f"node{node}", *cache, *extra, python=launcher)
+        env = {**ENV, "T2_KILL_RANK": "1"}
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        return subprocess.Popen(cmd, env=env, cwd=ROOT, text=True, **pipes)
+
+    killed = [launch(node, hook=True) for node in (0, 1)]
+    for proc in killed:
+        proc.communicate(timeout=600)
+        assert proc.returncode != 0
+    for node in (0, 1):
+        assert RunDir(tmp_path / f"node{node}").latest().name == "step-0000003"
+    resumed = [launch(node, "--resume", hook=False) for node in (0, 1)]
+    outputs = [proc.communicate(timeout=600) for proc in resumed]
+    for proc, (_, err) in zip(resumed, outputs, strict=True):
+        assert proc.returncode == 0, err[-3000:]
+    assert "storage: --out" in outputs[0][0] and "not one folder for every process" in outputs[0][0]
+    reference = losses(srun_run[0])
+    for node in (0, 1):
+        run = tmp_path / f"node{node}"
+        assert_same_log(losses(run), reference)  # node 1's log: a copy of node 0's
+        assert [c.name for c in RunDir(run).checkpoints()] == ["step-0000003", "step-0000006"]
+        assert any((tmp_path / f"cache{node}" / "pairs").iterdir())
+    tokenizers = [(tmp_path / f"node{n}" / "tokenizer" / "tokenizer.json") for n in (0, 1)]
+    assert tokenizers[0].read_text() == tokenizers[1].read_text()
+    assert (tmp_path / "node0" / "results.json").is_file()
+
+
+@pytest.mark.slow
+def test_an_elastic_restart_resumes_by_itself_to_the_uninterrupted_log(tmp_path, srun_run):
+    """torchrun --max-restarts 1 restarts both workers after process 1 is killed at step 5:
+    without --resume they continue from the checkpoint of step 3, saying so in one line."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_AT_STEP)
+    launcher = _torchrun("--standalone", "--nproc-per-node", "2", "--max-restarts", "1")
+    run = tmp_path / "run"
+    result = subprocess.run(
+        _command(run, python=[*launcher, str(script)]),
+        env={**ENV, "T2_KILL_RANK": "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = f"restart 1 of the workers by torchrun: from {RunDir(run).checkpoint(3)}; continuing"
+    assert result.stdout.count(line) == 1, result.stdout[-3000:]
+    assert_same_log(losses(run), losses(srun_run[0]))
+
+
+PREPARE_TWICE = """
+import itertools, json, os, sys
+import t2.data.pipeline as pipeline, t2.data.tokenizer as tokenizer
+counts = {"clean": 0, "encode": 0, "tokenizer": 0}
+def counted(module, name, key):
+    function = getattr(module, name)
+    def counting(*args, **kwargs):
+        counts[key] += 1
+        return function(*args, **kwargs)
+    setattr(module, name, counting)
+counted(pipeline, "clean_pairs", "clean")
+counted(pipeline, "_encode_batch", "encode")
+counted(tokenizer, "train_tokenizer", "tokenizer")
+from t2.recipes import load_config
+from t2.config import TrainConfig
+from t2.errors import CheckpointError, ConfigError
+from t2.rundir import RunDir
+from t2.train.nodes import Sharing, common_checkpoint, detect
+from t2.train.collective import Waits
+from t2.train.nodes import detect_storage
+from t2.train.setup import make_accelerator, prepare_data, split_loader
+tmp, rank, sets = sys.argv[1], int(os.environ["RANK"]), sys.argv[2:]
+accelerator = waits = None
+report = {}
+for phase, folder in (("shared", ""), ("local", str(rank))):  # node-local: one each
+    cfg = load_config("quickstart", [*sets, f"data.cache_dir={tmp}/cache{folder}"])
+    accelerator = accelerator or make_accelerator(cfg, "disabled")
+    waits = waits or Waits(accelerator)
+    run = RunDir(f"{tmp}/{phase}-run{folder}")
+    storage = detect_storage(cfg, run, waits, accelerator)
+    before = dict(counts)
+    tok, train, _, _ = prepare_data(cfg, run, accelerator, waits, storage, resume=False)
+    sampler, _ = split_loader(train, cfg, tok.pad_token_id, True, rank, 2)
+    batches = [[train[int(i)]["src_ids"] for i in b] for b in itertools.islice(sampler, 3)]
+    report[phase] = {
+        "counts": {k: counts[k] - before[k] for k in counts},
+        "writes": [storage.run.writes, storage.cache.writes],
+        "shared": [storage.run.shared, storage.cache.shared],
+        "tokenizer": (run.tokenizer / "tokenizer.json").is_file(),
+        "batches": batches,
+    }
+with open(f"{tmp}/report{rank}.json", "w") as f:
+    json.dump(report, f)
+"""
+
+
+def two_nodes_env(rank: int, port: int) -> dict[str, str]:
+    """Process `rank` of two, each the only one on its node (as torchrun --nnodes 2)."""
+    return {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(rank),
+    }
+
+
+def _batches_of_one_process(tmp_path, sets: list[str]) -> list[list]:
+    """Each rank's first batches, as one process computes them from its own cache."""
+    from itertools import islice
+
+    from t2.data.pipeline import encode_pairs, load_pairs
+    from t2.data.tokenizer import prepare_tokenizer
+    from t2.recipes import load_config
+    from t2.train.setup import split_loader
+
+    cfg = load_config("quickstart", [*sets, f"data.cache_dir={tmp_path / 'alone'}"])
+    tok = prepare_tokenizer(cfg.data, None, cfg.train.seed, reuse=False)
+    train = encode_pairs(load_pairs(cfg.data, "train", cfg.train.seed), tok, cfg.data, "train")
+    ranks = [split_loader(train, cfg, tok.pad_token_id, True, r, 2)[0] for r in (0, 1)]
+    return [[[train[int(i)]["src_ids"] for i in b] for b in islice(s, 3)] for s in ranks]
+
+
+@pytest.mark.slow
+def test_the_data_are_prepared_once_a_folder_and_give_the_batches_of_one_process(tmp_path):
+    """Two processes as two nodes: on one shared cache folder one process cleans and
+    encodes and the other reads; on a cache folder each, each node prepares its own. The
+    tokenizer is trained once either way (node 1 gets it over the process group and
+    keeps a copy), and each process draws the batches one process computes for its rank."""
+    from test_train_runs import TINY
+
+    sets = [*TINY, "data.num_proc=1"]  # encoding in the process, where it is counted
+    port = _free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PREPARE_TWICE, str(tmp_path), *sets],
+            env={**ENV, **two_nodes_env(rank, port)},
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    reports = [json.loads((tmp_path / f"report{r}.json").read_text()) for r in (0, 1)]
+    shared, local = ([r[phase] for r in reports] for phase in ("shared", "local"))
+    assert [r["shared"] for r in shared] == [[True, True]] * 2
+    assert [r["writes"] for r in shared] == [[True, True], [False, False]]
+    assert shared[0]["counts"]["clean"] == 3 and shared[0]["counts"]["encode"] > 0
+    assert shared[1]["counts"] == {"clean": 0, "encode": 0, "tokenizer": 0}
+    assert [r["shared"] for r in local] == [[False, False]] * 2
+    assert [r["writes"] for r in local] == [[True, True]] * 2
+    assert [r["counts"]["tokenizer"] for r in local] == [1, 0]  # trained once, sent to node 1
+    assert all(r["counts"]["clean"] == 3 and r["counts"]["encode"] > 0 for r in local)
+    assert all(r["tokenizer"] for r in local)  # node 1's own copy
+    expected = _batches_of_one_process(tmp_path, sets)
+    for rank in (0, 1):
+        assert shared[rank]["batches"] == local[rank]["batches"] == expected[rank]
