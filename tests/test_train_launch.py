@@ -91,3 +91,38 @@ def test_a_restarted_worker_resumes_from_the_latest_checkpoint():
     assert resume_after_restart(None, 0) is None and resume_after_restart("3", 0) == "3"
     assert resume_after_restart(None, 1) == "latest"
     assert resume_after_restart("3", 2) == "latest"  # step 3 was taken by the first start
+
+
+def test_the_sbatch_script_runs_one_torchrun_per_node_with_a_rendezvous_at_the_first(tmp_path):
+    """examples/slurm/train.sbatch under bash, with stand-ins for srun (which records what
+    it is given) and scontrol: the torchrun it starts parses with torch's own parser."""
+    import subprocess
+    from pathlib import Path
+
+    from torch.distributed.run import get_args_parser
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "slurm" / "train.sbatch"
+    header = [line for line in script.read_text().splitlines() if line.startswith("#SBATCH")]
+    assert {"#SBATCH --signal=USR1@120", "#SBATCH --requeue"} <= set(header)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    hostnames = 'if [ "$1 $2" = "show hostnames" ]; then printf "gpu07\\ngpu08\\n"; fi'
+    (fake / "scontrol").write_text(f"#!/bin/sh\n{hostnames}\n")
+    (fake / "srun").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "srun"}\n')
+    for tool in fake.iterdir():
+        tool.chmod(0o755)
+    env = {
+        "PATH": f"{fake}:/usr/bin:/bin",
+        **{k: SRUN[k] for k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST")},
+        **{"SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "8"},
+    }
+    extra = ["big", "runs/big", "--set", "train.max_steps=10"]
+    subprocess.run(["bash", str(script), *extra], env=env, check=True, timeout=60)
+    given = (tmp_path / "srun").read_text().splitlines()
+    assert given[:2] == ["--kill-on-bad-exit=1", "torchrun"]
+    args = get_args_parser().parse_args(given[2:])
+    assert (args.nnodes, args.nproc_per_node, args.rdzv_endpoint) == ("2", "8", "gpu07:18456")
+    assert (args.rdzv_id, args.max_restarts, args.training_script) == ("123456", 3, "train.py")
+    assert "SIGUSR1" in args.signals_to_handle.split(",") and args.shutdown_timeout < 120
+    wanted = ["--recipe", "big", "--out", "runs/big", "--wandb", "offline", "--resume"]
+    assert args.training_script_args == [*wanted, "--set", "train.max_steps=10"]

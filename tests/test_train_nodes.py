@@ -103,10 +103,9 @@ def srun_env(rank: int, port: int) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def srun_run(tmp_path_factory):
-    """Two srun tasks training one run on one folder, uninterrupted: (run, outputs)."""
-    run = tmp_path_factory.mktemp("srun") / "run"
+def srun_job(run) -> tuple:
+    """Two srun tasks training `run` on one folder, uninterrupted: (run, the exit status,
+    stdout and stderr of each); conftest's two_process_run."""
     procs = _launch(run, program=AS_SCRIPT, env={}, ranked=srun_env)
     outputs = []
     for proc in procs:
@@ -116,8 +115,8 @@ def srun_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_srun_tasks_are_one_job_with_no_deprecation_warning(srun_run):
-    run, outputs = srun_run
+def test_srun_tasks_are_one_job_with_no_deprecation_warning(two_process_run):
+    run, outputs = two_process_run
     for code, _, err in outputs:
         assert code == 0, err[-3000:]
         assert "broadcast_buffers" not in err  # Accelerate's DDP argument, deprecated in torch
@@ -134,7 +133,7 @@ def _torchrun(*args: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run(tmp_path, srun_run):
+def test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run(tmp_path, two_process_run):
     """Two torchrun launchers as two nodes of one host, each with its own --out and data
     cache standing for its local disk: the tokenizer is trained once and sent to node 1,
     each node caches its data and keeps every checkpoint; node 1's process is killed at
@@ -164,7 +163,7 @@ def test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run(tmp_pat
     for proc, (_, err) in zip(resumed, outputs, strict=True):
         assert proc.returncode == 0, err[-3000:]
     assert "storage: --out" in outputs[0][0] and "not one folder for every process" in outputs[0][0]
-    reference = losses(srun_run[0])
+    reference = losses(two_process_run[0])
     for node in (0, 1):
         run = tmp_path / f"node{node}"
         assert_same_log(losses(run), reference)  # node 1's log: a copy of node 0's
@@ -176,7 +175,7 @@ def test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run(tmp_pat
 
 
 @pytest.mark.slow
-def test_an_elastic_restart_resumes_by_itself_to_the_uninterrupted_log(tmp_path, srun_run):
+def test_an_elastic_restart_resumes_by_itself_to_the_uninterrupted_log(tmp_path, two_process_run):
     """torchrun --max-restarts 1 restarts both workers after process 1 is killed at step 5:
     without --resume they continue from the checkpoint of step 3, saying so in one line."""
     script = tmp_path / "killed.py"
@@ -194,7 +193,7 @@ def test_an_elastic_restart_resumes_by_itself_to_the_uninterrupted_log(tmp_path,
     assert result.returncode == 0, result.stderr[-3000:]
     line = f"restart 1 of the workers by torchrun: from {RunDir(run).checkpoint(3)}; continuing"
     assert result.stdout.count(line) == 1, result.stdout[-3000:]
-    assert_same_log(losses(run), losses(srun_run[0]))
+    assert_same_log(losses(run), losses(two_process_run[0]))
 
 
 PREPARE_TWICE = """
