@@ -6,6 +6,7 @@ run on one shared folder."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -196,7 +197,7 @@ def test_an_elastic_restart_resumes_by_itself_to_the_uninterrupted_log(tmp_path,
     assert_same_log(losses(run), losses(two_process_run[0]))
 
 
-PREPARE_TWICE = """
+PREPARE = """
 import itertools, json, os, sys
 import t2.data.pipeline as pipeline, t2.data.tokenizer as tokenizer
 counts = {"clean": 0, "encode": 0, "tokenizer": 0}
@@ -210,21 +211,18 @@ counted(pipeline, "clean_pairs", "clean")
 counted(pipeline, "_encode_batch", "encode")
 counted(tokenizer, "train_tokenizer", "tokenizer")
 from t2.recipes import load_config
-from t2.config import TrainConfig
-from t2.errors import CheckpointError, ConfigError
 from t2.rundir import RunDir
-from t2.train.nodes import Sharing, common_checkpoint, detect
 from t2.train.collective import Waits
 from t2.train.nodes import detect_storage
 from t2.train.setup import make_accelerator, prepare_data, split_loader
-tmp, rank, sets = sys.argv[1], int(os.environ["RANK"]), sys.argv[2:]
-accelerator = waits = None
-report = {}
-for phase, folder in (("shared", ""), ("local", str(rank))):  # node-local: one each
-    cfg = load_config("quickstart", [*sets, f"data.cache_dir={tmp}/cache{folder}"])
+out, phases, sets = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
+rank, accelerator, waits, report = int(os.environ["RANK"]), None, None, {}
+for phase, folder in phases.items():  # the data cache and the run in folder/
+    where = folder.format(rank=rank)
+    cfg = load_config("quickstart", [*sets, f"data.cache_dir={where}/cache"])
     accelerator = accelerator or make_accelerator(cfg, "disabled")
     waits = waits or Waits(accelerator)
-    run = RunDir(f"{tmp}/{phase}-run{folder}")
+    run = RunDir(f"{where}/run")
     storage = detect_storage(cfg, run, waits, accelerator)
     before = dict(counts)
     tok, train, _, _ = prepare_data(cfg, run, accelerator, waits, storage, resume=False)
@@ -237,9 +235,12 @@ for phase, folder in (("shared", ""), ("local", str(rank))):  # node-local: one 
         "tokenizer": (run.tokenizer / "tokenizer.json").is_file(),
         "batches": batches,
     }
-with open(f"{tmp}/report{rank}.json", "w") as f:
+with open(f"{out}/report{rank}.json", "w") as f:
     json.dump(report, f)
 """
+# each process in a mount namespace of its own, where one path is a disk of its own
+ON_OWN_DISK = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+MOUNT_THEN = 'mount --bind "$0" "$1" && shift && exec "$@"'
 
 
 def two_nodes_env(rank: int, port: int) -> dict[str, str]:
@@ -255,7 +256,22 @@ def two_nodes_env(rank: int, port: int) -> dict[str, str]:
     }
 
 
-def _batches_of_one_process(tmp_path, sets: list[str]) -> list[list]:
+def _own_mounts(tmp) -> str | None:  # noqa: ANN001
+    """Why a process cannot have a mount namespace of its own here, or None."""
+    if shutil.which("unshare") is None:
+        return "no unshare command"
+    (tmp / "probe").mkdir()
+    tried = subprocess.run(
+        [*ON_OWN_DISK, MOUNT_THEN, str(tmp / "probe"), str(tmp / "probe"), "true"],
+        capture_output=True,
+        text=True,
+    )
+    if tried.returncode != 0:
+        return f"a private bind mount needs root: {tried.stderr.strip()[:200]}"
+    return None
+
+
+def _batches_of_one_process(tmp, sets: list[str]) -> list[list]:  # noqa: ANN001
     """Each rank's first batches, as one process computes them from its own cache."""
     from itertools import islice
 
@@ -264,48 +280,75 @@ def _batches_of_one_process(tmp_path, sets: list[str]) -> list[list]:
     from t2.recipes import load_config
     from t2.train.setup import split_loader
 
-    cfg = load_config("quickstart", [*sets, f"data.cache_dir={tmp_path / 'alone'}"])
+    cfg = load_config("quickstart", [*sets, f"data.cache_dir={tmp / 'alone'}"])
     tok = prepare_tokenizer(cfg.data, None, cfg.train.seed, reuse=False)
     train = encode_pairs(load_pairs(cfg.data, "train", cfg.train.seed), tok, cfg.data, "train")
     ranks = [split_loader(train, cfg, tok.pad_token_id, True, r, 2)[0] for r in (0, 1)]
     return [[[train[int(i)]["src_ids"] for i in b] for b in islice(s, 3)] for s in ranks]
 
 
-@pytest.mark.slow
-def test_the_data_are_prepared_once_a_folder_and_give_the_batches_of_one_process(tmp_path):
-    """Two processes as two nodes: on one shared cache folder one process cleans and
-    encodes and the other reads; on a cache folder each, each node prepares its own. The
-    tokenizer is trained once either way (node 1 gets it over the process group and
-    keeps a copy), and each process draws the batches one process computes for its rank."""
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """Two processes as two nodes prepare the data (cleaning, the tokenizer, encoding) for
+    a run: on one shared folder; on a folder each; and, where a process may have a mount
+    namespace of its own, on one path that is another disk in each. Returns each process's
+    report by phase, the batches one process computes for each rank, and why the phase of
+    mounts did not run (None if it did)."""
     from test_train_runs import TINY
 
+    tmp = tmp_path_factory.mktemp("prepared")
+    no_mounts = _own_mounts(tmp)
+    phases = {"shared": f"{tmp}/shared", "folders": f"{tmp}/node{{rank}}"}
+    if no_mounts is None:
+        phases["mounts"] = f"{tmp}/local"
     sets = [*TINY, "data.num_proc=1"]  # encoding in the process, where it is counted
-    port = _free_port()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", PREPARE_TWICE, str(tmp_path), *sets],
-            env={**ENV, **two_nodes_env(rank, port)},
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
+    port, procs = _free_port(), []
+    for rank in (0, 1):
+        cmd = [sys.executable, "-c", PREPARE, str(tmp), json.dumps(phases), *sets]
+        if no_mounts is None:  # tmp/local is tmp/disk0 for process 0, tmp/disk1 for 1
+            (tmp / f"disk{rank}").mkdir()
+            (tmp / "local").mkdir(exist_ok=True)
+            cmd = [*ON_OWN_DISK, MOUNT_THEN, str(tmp / f"disk{rank}"), str(tmp / "local"), *cmd]
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        env = {**ENV, **two_nodes_env(rank, port)}
+        procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, text=True, **pipes))
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
-    reports = [json.loads((tmp_path / f"report{r}.json").read_text()) for r in (0, 1)]
-    shared, local = ([r[phase] for r in reports] for phase in ("shared", "local"))
-    assert [r["shared"] for r in shared] == [[True, True]] * 2
-    assert [r["writes"] for r in shared] == [[True, True], [False, False]]
-    assert shared[0]["counts"]["clean"] == 3 and shared[0]["counts"]["encode"] > 0
-    assert shared[1]["counts"] == {"clean": 0, "encode": 0, "tokenizer": 0}
-    assert [r["shared"] for r in local] == [[False, False]] * 2
-    assert [r["writes"] for r in local] == [[True, True]] * 2
-    assert [r["counts"]["tokenizer"] for r in local] == [1, 0]  # trained once, sent to node 1
-    assert all(r["counts"]["clean"] == 3 and r["counts"]["encode"] > 0 for r in local)
-    assert all(r["tokenizer"] for r in local)  # node 1's own copy
-    expected = _batches_of_one_process(tmp_path, sets)
-    for rank in (0, 1):
-        assert shared[rank]["batches"] == local[rank]["batches"] == expected[rank]
+    reports = [json.loads((tmp / f"report{r}.json").read_text()) for r in (0, 1)]
+    return reports, _batches_of_one_process(tmp, sets), no_mounts
+
+
+def _assert_each_node_prepares(reports: list[dict], batches: list) -> None:
+    """Each process wrote its own folders: cleaned and encoded there; the tokenizer was
+    trained once (process 1 got it over the group and keeps a copy in its run)."""
+    assert [r["shared"] for r in reports] == [[False, False]] * 2
+    assert [r["writes"] for r in reports] == [[True, True]] * 2
+    assert [r["counts"]["tokenizer"] for r in reports] == [1, 0]
+    assert all(r["counts"]["clean"] == 3 and r["counts"]["encode"] > 0 for r in reports)
+    assert all(r["tokenizer"] for r in reports)
+    assert [r["batches"] for r in reports] == batches
+
+
+@pytest.mark.slow
+def test_the_data_are_prepared_once_a_folder_and_give_the_batches_of_one_process(prepared):
+    """Two processes as two nodes: on one shared cache folder one process cleans and
+    encodes and the other reads; on a cache folder each, each node prepares its own. Each
+    process draws the batches that one process computes for its rank."""
+    reports, batches, _ = prepared
+    together = [r["shared"] for r in reports]  # each process's report of that phase
+    assert [r["shared"] for r in together] == [[True, True]] * 2
+    assert [r["writes"] for r in together] == [[True, True], [False, False]]
+    assert together[0]["counts"]["clean"] == 3 and together[0]["counts"]["encode"] > 0
+    assert together[1]["counts"] == {"clean": 0, "encode": 0, "tokenizer": 0}
+    assert [r["batches"] for r in together] == batches
+    _assert_each_node_prepares([r["folders"] for r in reports], batches)
+
+
+def test_one_path_on_a_disk_of_each_node_is_told_apart(prepared):
+    """The same --out and cache path on both nodes, another disk behind it on each (a
+    mount namespace each): the markers tell them apart as two folders would be."""
+    reports, batches, no_mounts = prepared
+    if no_mounts is not None:
+        pytest.skip(f"a mount namespace of its own for each process: {no_mounts}")
+    _assert_each_node_prepares([r["mounts"] for r in reports], batches)
