@@ -1,7 +1,8 @@
-"""Jobs beyond one launcher, on CPU processes with gloo: `srun` tasks recognised as one job,
-two nodes each with its own disk (killed, then resumed on both), and torchrun's elastic
-restart resuming by itself; each ends with the loss log of an uninterrupted two-process
-run on one shared folder."""
+"""Jobs beyond one launcher, on CPU processes with gloo: which processes write a folder
+(shared or each node's own disk), srun's tasks recognised as one job, two nodes each with
+its own disk (killed, then resumed on both), torchrun's elastic restart resuming by itself
+(each ending with the loss log of the uninterrupted two-process run on one folder), and
+the data prepared once a folder, giving each process the batches of one process."""
 
 from __future__ import annotations
 
@@ -141,9 +142,8 @@ def test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run(tmp_pat
     step 5, and --resume on both ends with the shared-storage run's loss log."""
     script = tmp_path / "killed.py"
     script.write_text(KILLED_AT_STEP)
-    port = _free_port()
 
-    def launch(node: int, *extra: str, hook: bool) -> subprocess.Popen:
+    def launch(node: int, port: int, *extra: str, hook: bool) -> subprocess.Popen:
         nodes = ("--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1")
         where = ("--master-addr", "127.0.0.1", "--master-port", str(port))
         launcher = _torchrun(*nodes, *where, *([str(script)] if hook else []))
@@ -153,13 +153,15 @@ def test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run(tmp_pat
         pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         return subprocess.Popen(cmd, env=env, cwd=ROOT, text=True, **pipes)
 
-    killed = [launch(node, hook=True) for node in (0, 1)]
+    port = _free_port()
+    killed = [launch(node, port, hook=True) for node in (0, 1)]
     for proc in killed:
         proc.communicate(timeout=600)
         assert proc.returncode != 0
     for node in (0, 1):
         assert RunDir(tmp_path / f"node{node}").latest().name == "step-0000003"
-    resumed = [launch(node, "--resume", hook=False) for node in (0, 1)]
+    port = _free_port()
+    resumed = [launch(node, port, "--resume", hook=False) for node in (0, 1)]
     outputs = [proc.communicate(timeout=600) for proc in resumed]
     for proc, (_, err) in zip(resumed, outputs, strict=True):
         assert proc.returncode == 0, err[-3000:]

@@ -162,7 +162,8 @@ def start_from(run: Training, resume: bool | str | None, restarts: int) -> Path 
         later = set_aside_after(run.run_dir, ckpt) if run.storage.run.writes else []
         if later and main:
             names = ", ".join(c.name for c in later)
-            print(f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*")
+            line = f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*"
+            print(line, flush=True)
         run.waits.everyone()
     if main and (restarts or ckpt is None):
         what = f"restart {restarts} of the workers by torchrun: " if restarts else "resume: "

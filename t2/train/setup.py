@@ -49,7 +49,7 @@ class Training:
     run_dir: RunDir
     forward: TrainingForward  # the training pass, compiled or eager (t2.train.compiling)
     target_lengths: Any  # each training pair's target length (ids with BOS and EOS)
-    lock: Any = None  # RUN/.lock, held open by the main process (RunDir.lock)
+    lock: Any = None  # RUN/.lock, held open by the run's writer (RunDir.lock)
     planned_bytes: int | None = None  # a micro-batch's memory by the batch plan
     waits: Any = None  # barriers for the main process's solo work (t2.train.collective)
     storage: Storage = Storage.single()  # which processes write the run and the data cache
