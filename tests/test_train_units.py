@@ -365,3 +365,22 @@ def test_a_collective_that_waited_the_timeout_is_one_line_naming_the_checkpoint(
     one = LostProcess(type("One", (), {"num_processes": 1})(), 0.0, lambda: None)
     with pytest.raises(RuntimeError, match="alone"), one:  # one process waits for nobody
         raise RuntimeError("alone")
+
+
+def test_processes_that_never_join_the_rendezvous_end_it_in_one_line(monkeypatch):
+    """torch's store timeouts while the process group is made (the master waiting for the
+    others, a process finding no master) become one line naming the address and the fix."""
+    from datetime import timedelta
+
+    from t2.errors import LostProcessError
+    from t2.train.collective import rendezvous
+
+    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "gpu07", "MASTER_PORT": "18456"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    store = torch.distributed.DistNetworkError("The client socket has timed out after 5000ms")
+    with pytest.raises(LostProcessError) as caught, rendezvous(timedelta(seconds=5)):
+        raise store
+    message = str(caught.value)
+    assert message.startswith("process 1 of 2: the others did not join at gpu07:18456 within")
+    assert "train.collective_timeout=5 s (The client socket has timed out" in message

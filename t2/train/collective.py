@@ -19,9 +19,30 @@ from typing import Any, TypeVar
 import torch
 
 from t2.errors import LostProcessError, T2Error
+from t2.train.launch import elastic_restart
 
 T = TypeVar("T")
 SOLO_WORK = timedelta(hours=2)  # the longest the others wait for the main process alone
+
+
+@contextlib.contextmanager
+def rendezvous(timeout: timedelta) -> Iterator[None]:
+    """Around the making of the process group (Accelerator()): after a restart by torchrun,
+    the group is made here first (group_after_restart); other processes that never join
+    within `timeout` end this one in one line."""
+    group_after_restart(elastic_restart(), timeout)
+    try:
+        yield
+    except (torch.distributed.DistStoreError, torch.distributed.DistNetworkError) as err:
+        env = os.environ
+        where = f"{env.get('MASTER_ADDR')}:{env.get('MASTER_PORT')}"
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise LostProcessError(
+            f"process {env.get('RANK')} of {env.get('WORLD_SIZE')}: the others did not join "
+            f"at {where} within train.collective_timeout={timeout.total_seconds():g} s "
+            f"({reason}); start all of them (torchrun on every node, srun's tasks) with the "
+            f"same MASTER_ADDR and MASTER_PORT"
+        ) from None
 
 
 def group_after_restart(restarts: int, timeout: timedelta) -> None:

@@ -24,9 +24,9 @@ from t2.machine import describe
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
-from t2.train.collective import Waits, group_after_restart
+from t2.train.collective import Waits, rendezvous
 from t2.train.compiling import TrainingForward, wanted
-from t2.train.launch import adopt_slurm, elastic_restart
+from t2.train.launch import adopt_slurm
 from t2.train.nodes import Storage, detect_storage
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
@@ -146,13 +146,13 @@ def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
         print(slurm, flush=True)
     # a step's collectives; rank 0's solo work waits on its own group (Waits)
     timeout = timedelta(seconds=cfg.train.collective_timeout)
-    group_after_restart(elastic_restart(), timeout)
-    return Accelerator(
-        cpu=not torch.cuda.is_available(),  # Accelerate detects torchrun on CPU only so (gloo)
-        mixed_precision=mixed_precision(cfg.train.mixed_precision),
-        log_with="wandb" if wandb != "disabled" else None,
-        kwargs_handlers=[InitProcessGroupKwargs(timeout=timeout)],
-    )
+    with rendezvous(timeout):  # a restart's own group; processes that never join: one line
+        return Accelerator(
+            cpu=not torch.cuda.is_available(),  # Accelerate sees torchrun on CPU only so (gloo)
+            mixed_precision=mixed_precision(cfg.train.mixed_precision),
+            log_with="wandb" if wandb != "disabled" else None,
+            kwargs_handlers=[InitProcessGroupKwargs(timeout=timeout)],
+        )
 
 
 def prepare_model(
