@@ -15,10 +15,10 @@ import pytest
 from test_train_lost_process import _command, _free_port, _launch
 from test_train_runs import ENV, ROOT, assert_same_log, losses
 
-from t2.config import TrainConfig
+from t2.config import Config, TrainConfig
 from t2.errors import CheckpointError, ConfigError
 from t2.rundir import RunDir
-from t2.train.nodes import Sharing, common_checkpoint, detect
+from t2.train.nodes import Sharing, Storage, common_checkpoint, detect, shared_tokenizer
 
 AS_SCRIPT = """
 import runpy, sys
@@ -88,6 +88,33 @@ def test_the_writers_of_a_folder_when_the_setting_says_it():
     assert detect(ROOT, False, two, rank=3, local_rank=1) == Sharing(writes=False, shared=False)
     with pytest.raises(ConfigError, match="train.shared_filesystem must be true, false or auto"):
         TrainConfig(shared_filesystem="nfs")
+
+
+class _OtherNode:
+    """The first process of another node: not the main one; the main process's
+    tokenizer.json reaches it over the process group (Waits.from_main)."""
+
+    is_main_process = False
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def from_main(self, value: object) -> str:
+        return self.text
+
+
+def test_another_node_gets_the_main_tokenizer_over_the_group_and_keeps_a_copy(tmp_path):
+    from t2.data.tokenizer import load_tokenizer, train_tokenizer
+
+    texts = ["ein kleiner Test", "a small test", "noch ein Satz", "one more line"] * 10
+    main = train_tokenizer(texts, 60, 1, False, tmp_path / "main")
+    node, run = _OtherNode(main.backend_tokenizer.to_str()), RunDir(tmp_path / "node1")
+    storage = Storage(Sharing(writes=True, shared=False), Sharing(writes=True, shared=False))
+    got = shared_tokenizer(Config(), run, node, node, storage, resume=False)
+    for tok in (got, load_tokenizer(run.tokenizer)):  # node 1's own copy in its run
+        assert len(tok) == len(main) and tok.pad_token_id == main.pad_token_id == 0
+        assert tok("ein kleiner Satz").input_ids == main("ein kleiner Satz").input_ids
+        assert tok.decode(main("one more test").input_ids) == "one more test"
 
 
 def srun_env(rank: int, port: int) -> dict[str, str]:
@@ -215,8 +242,8 @@ counted(tokenizer, "train_tokenizer", "tokenizer")
 from t2.recipes import load_config
 from t2.rundir import RunDir
 from t2.train.collective import Waits
-from t2.train.nodes import detect_storage
-from t2.train.setup import make_accelerator, prepare_data, split_loader
+from t2.train.nodes import detect_storage, prepare_data
+from t2.train.setup import make_accelerator, split_loader
 out, phases, sets = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
 rank, accelerator, waits, report = int(os.environ["RANK"]), None, None, {}
 for phase, folder in phases.items():  # the data cache and the run in folder/

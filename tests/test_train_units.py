@@ -295,36 +295,6 @@ def test_ddp_does_not_rebroadcast_the_positional_tables_each_forward():
         torch.distributed.destroy_process_group()
 
 
-class _OtherNode:
-    """The first process of another node: not the main one; the main process's
-    tokenizer.json reaches it over the process group (Waits.from_main)."""
-
-    is_main_process = False
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def from_main(self, value: object) -> str:
-        return self.text
-
-
-def test_another_node_gets_the_main_tokenizer_over_the_group_and_keeps_a_copy(tmp_path):
-    from t2.data.tokenizer import load_tokenizer, train_tokenizer
-    from t2.rundir import RunDir
-    from t2.train.nodes import Sharing, Storage
-    from t2.train.setup import shared_tokenizer
-
-    texts = ["ein kleiner Test", "a small test", "noch ein Satz", "one more line"] * 10
-    main = train_tokenizer(texts, 60, 1, False, tmp_path / "main")
-    node, run = _OtherNode(main.backend_tokenizer.to_str()), RunDir(tmp_path / "node1")
-    storage = Storage(Sharing(writes=True, shared=False), Sharing(writes=True, shared=False))
-    got = shared_tokenizer(Config(model=TINY), run, node, node, storage, resume=False)
-    for tok in (got, load_tokenizer(run.tokenizer)):  # node 1's own copy in its run
-        assert len(tok) == len(main) and tok.pad_token_id == main.pad_token_id == 0
-        assert tok("ein kleiner Satz").input_ids == main("ein kleiner Satz").input_ids
-        assert tok.decode(main("one more test").input_ids) == "one more test"
-
-
 def test_the_collective_timeout_is_checked_and_sets_the_process_group_timeout():
     from datetime import timedelta
 

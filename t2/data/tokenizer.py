@@ -89,7 +89,7 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
 
 def tokenizer_from_json(text: str) -> PreTrainedTokenizerFast:
     """A t2 tokenizer from the text of its tokenizer.json (what the main process of a
-    multi-node job sends the others: t2.train.setup.shared_tokenizer)."""
+    multi-node job sends the others: t2.train.nodes.shared_tokenizer)."""
     return wrap(Tokenizer.from_str(text))
 
 

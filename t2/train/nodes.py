@@ -7,6 +7,9 @@ node-local disks (cloud instances, Kubernetes pods) it is each node's first proc
 that every node has its own data cache and its own copy of the run, checkpoints
 included: a resuming process reads them where it runs.
 
+The tokenizer is made once for the job, whatever the disks: the main process trains or
+loads it and sends the others its tokenizer.json over the process group.
+
 `train.shared_filesystem: auto` finds out at start-up: every process leaves a marker
 file with the job's token in the folder, and every process lists the markers it sees.
 `true` and `false` say it instead (one writer for the job, or one per node).
@@ -19,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from t2.data.pipeline import cache_root
+from t2.config import Config
+from t2.data.pipeline import cache_root, encode_pairs, load_pairs
+from t2.data.tokenizer import prepare_tokenizer, save_tokenizer, tokenizer_from_json
 from t2.errors import CheckpointError
 from t2.rundir import RunDir
 from t2.rundir.layout import step_of
@@ -120,3 +125,40 @@ def common_checkpoint(
             f"copy a step-N folder to the others' {run.checkpoint_dir}, or start a new --out"
         )
     return run.checkpoint(max(common))
+
+
+def shared_tokenizer(
+    cfg: Config, run: RunDir, accelerator: Any, waits: Waits, storage: Storage, resume: bool
+) -> Any:
+    """The run's tokenizer, trained (or loaded) once by the main process of the whole job;
+    the others get its tokenizer.json over the process group, and every node's writer of
+    the run directory keeps a copy in it (t2.train.nodes)."""
+    main = accelerator.is_main_process
+    if main:  # a new run trains its own: one a failed run left may not fit
+        tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=resume)
+    text = waits.from_main(tokenizer.backend_tokenizer.to_str() if main else None)
+    if not main:
+        tokenizer = tokenizer_from_json(text)
+        if storage.run.writes:
+            save_tokenizer(tokenizer, run.tokenizer)
+    return tokenizer
+
+
+def prepare_data(
+    cfg: Config, run: RunDir, accelerator: Any, waits: Waits, storage: Storage, resume: bool
+) -> tuple[Any, Any, Any, Any]:
+    """The tokenizer, the encoded train and valid splits, and the valid pairs. The data
+    cache's writers (the main process, or one per node on node-local disks) clean and
+    encode each split; the others wait, then read what they wrote."""
+    seed = cfg.train.seed
+    with waits.first(storage.cache.writes):
+        # every split is read (and cached) before any work: a bad test source fails now,
+        # not after training, and before a tokenizer is written
+        valid_pairs = load_pairs(cfg.data, "valid", seed)
+        load_pairs(cfg.data, "test", seed)
+        train_pairs = load_pairs(cfg.data, "train", seed)
+    tokenizer = shared_tokenizer(cfg, run, accelerator, waits, storage, resume)
+    with waits.first(storage.cache.writes):
+        train_ds = encode_pairs(train_pairs, tokenizer, cfg.data, "train")
+        valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
+    return tokenizer, train_ds, valid_ds, valid_pairs

@@ -17,8 +17,6 @@ from t2.atomic import atomic_text
 from t2.config import Config
 from t2.data.batching import BatchSampler
 from t2.data.loader import make_loader
-from t2.data.pipeline import encode_pairs, load_pairs
-from t2.data.tokenizer import prepare_tokenizer, save_tokenizer, tokenizer_from_json
 from t2.errors import ConfigError
 from t2.machine import describe
 from t2.model.summary import estimate_memory
@@ -27,7 +25,7 @@ from t2.rundir import RunDir, new_meta, read_meta, write_json
 from t2.train.collective import Waits, rendezvous
 from t2.train.compiling import TrainingForward, wanted
 from t2.train.launch import adopt_slurm
-from t2.train.nodes import Storage, detect_storage
+from t2.train.nodes import Storage, detect_storage, prepare_data
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
 from t2.train.precision import ComputeWeights
@@ -196,43 +194,6 @@ def prepare_training(
         trained, compiled, t.compile_mode, t.compile_backend, cfg.data.max_shapes, weights
     )
     return (model if weights else trained), forward, optimizer, scheduler
-
-
-def shared_tokenizer(
-    cfg: Config, run: RunDir, accelerator: Accelerator, waits: Waits, storage: Storage, resume: bool
-) -> Any:
-    """The run's tokenizer, trained (or loaded) once by the main process of the whole job;
-    the others get its tokenizer.json over the process group, and every node's writer of
-    the run directory keeps a copy in it (t2.train.nodes)."""
-    main = accelerator.is_main_process
-    if main:  # a new run trains its own: one a failed run left may not fit
-        tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=resume)
-    text = waits.from_main(tokenizer.backend_tokenizer.to_str() if main else None)
-    if not main:
-        tokenizer = tokenizer_from_json(text)
-        if storage.run.writes:
-            save_tokenizer(tokenizer, run.tokenizer)
-    return tokenizer
-
-
-def prepare_data(
-    cfg: Config, run: RunDir, accelerator: Accelerator, waits: Waits, storage: Storage, resume: bool
-) -> tuple[Any, Any, Any, Any]:
-    """The tokenizer, the encoded train and valid splits, and the valid pairs. The data
-    cache's writers (the main process, or one per node on node-local disks) clean and
-    encode each split; the others wait, then read what they wrote."""
-    seed = cfg.train.seed
-    with waits.first(storage.cache.writes):
-        # every split is read (and cached) before any work: a bad test source fails now,
-        # not after training, and before a tokenizer is written
-        valid_pairs = load_pairs(cfg.data, "valid", seed)
-        load_pairs(cfg.data, "test", seed)
-        train_pairs = load_pairs(cfg.data, "train", seed)
-    tokenizer = shared_tokenizer(cfg, run, accelerator, waits, storage, resume)
-    with waits.first(storage.cache.writes):
-        train_ds = encode_pairs(train_pairs, tokenizer, cfg.data, "train")
-        valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
-    return tokenizer, train_ds, valid_ds, valid_pairs
 
 
 def saved_config(run: RunDir) -> Config | None:
