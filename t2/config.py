@@ -92,6 +92,10 @@ class TrainConfig(Section):
     # stops in one line (a lost node, a stopped process: t2.train.collective); the main
     # process's solo work (validation, checkpoints, test scoring) may take longer
     collective_timeout: float = 300.0
+    # whether every node sees the same --out and data cache (NFS, Lustre): one process of
+    # the job writes them; false: node-local disks, one process per node writes its own
+    # copy (t2.train.nodes); auto: found out at start-up with a marker file in each
+    shared_filesystem: bool | str = "auto"
     best_metric: str = choice("bleu", "loss")  # which validation figure picks the best checkpoint
     loader_workers: int = 1  # background processes that build training batches
     lr_find_steps: int = 100  # --lr-find: steps of the exponential sweep
@@ -109,7 +113,7 @@ class TrainConfig(Section):
         )
         self._at_least(0, "global_batch")
         count_or_auto(self, "accumulate", 1)
-        for key in ("compile", "cast_weights"):
+        for key in ("compile", "cast_weights", "shared_filesystem"):
             if getattr(self, key) not in (True, False, AUTO):
                 raise ConfigError(
                     f"train.{key} must be true, false or auto, got {getattr(self, key)!r}"

@@ -54,6 +54,17 @@ def tiny_run(tmp_path_factory):
     return run
 
 
+@pytest.fixture(scope="session")
+def two_process_run(tmp_path_factory):
+    """The quickstart run of test_train_runs.TINY by two processes (CPU, gloo) that srun
+    started, with SLURM's variables only, on one folder: trained once for the tests that
+    compare a multi-process run, or one stopped and resumed, against it. (run, [(exit
+    status, stdout, stderr)] of each process)."""
+    from test_train_nodes import srun_job
+
+    return srun_job(tmp_path_factory.mktemp("srun") / "run")
+
+
 @pytest.fixture
 def offline_cache(tmp_path, monkeypatch):
     """An empty Hugging Face Hub cache that may not download (tests/hub_cache.py fills it)."""

@@ -3,11 +3,13 @@
     python tests/fault_probe.py
 
 runs the tests that exercise each fault as a user meets it (tiny quickstart trainings
-killed, signalled, run twice in one folder, given a full disk at any write, a torn log, a
-NaN, a reused tokenizer, a damaged checkpoint or data cache, a changed number of
-processes, a process that stops answering, an interrupted translate, a multi-process
-job's exit) and prints one PASS or FAIL line per fault (SKIP where its test was skipped:
-the full-disk probes mount a tmpfs, which needs root); the exit status is 1 if any failed.
+killed, signalled (in the last step and the final evaluation too), run twice in one
+folder, given a full disk at any write, a torn log, a NaN, a reused tokenizer, a damaged
+checkpoint or data cache, a changed number of processes, a process that stops answering,
+a node with its own disk killed, a worker that torchrun restarts, an interrupted
+translate, a multi-process job's exit) and prints one PASS or FAIL line per fault (SKIP
+where its test was skipped: the full-disk probes mount a tmpfs, which needs root); the
+exit status is 1 if any failed.
 The test suite runs the same tests.
 """
 
@@ -24,6 +26,14 @@ FAULTS = {  # fault -> the test (file::function) that exercises it
         "test_train_resume.py::test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result",
     "SIGTERM / SIGUSR1: checkpoint, one line, requeue, exact resume":
         "test_train_resume.py::test_a_preempted_run_saves_its_step_and_resumes_to_the_uninterrupted_log",
+    "a signal in the last step or the final evaluation":
+        "test_train_resume.py::test_a_signal_in_the_last_step_or_the_final_evaluation_ends_the_run_in_one_line",
+    "a signal in the step that spends the time budget":
+        "test_train_resume.py::test_a_signal_in_the_step_that_spends_the_time_budget_is_honoured",
+    "a node with its own disk killed, resumed on both nodes":
+        "test_train_nodes.py::test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run",
+    "a worker killed under torchrun --max-restarts":
+        "test_train_nodes.py::test_an_elastic_restart_resumes_by_itself_to_the_uninterrupted_log",
     "two runs in one folder":
         "test_train_resume.py::test_a_second_run_in_a_held_folder_is_refused_until_the_holder_ends",
     "a full disk while a checkpoint is written":

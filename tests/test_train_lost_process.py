@@ -56,25 +56,30 @@ def _command(out, *extra: str, python: list[str] | None = None) -> list[str]:
     ]
 
 
-def _launch(run, *extra: str, program: str, env: dict[str, str]) -> list[subprocess.Popen]:
-    """Two processes of one job (gloo on CPU), as torchrun starts them."""
+def torchrun_env(rank: int, port: int) -> dict[str, str]:
+    """What torchrun sets for process `rank` of two on one node."""
+    return {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "2",
+    }
+
+
+def _launch(
+    run, *extra: str, program: str, env: dict[str, str], ranked=torchrun_env
+) -> list[subprocess.Popen]:
+    """Two processes of one job (gloo on CPU), as a launcher starts them: `ranked(rank,
+    port)` is the environment it gives each (torchrun's by default)."""
     port, python = _free_port(), [sys.executable, "-c", program]
     procs = []
     for rank in (0, 1):
-        ranked = {
-            **ENV,
-            **env,
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": "2",
-            "LOCAL_WORLD_SIZE": "2",
-        }
         procs.append(
             subprocess.Popen(
                 _command(run, *extra, python=python),
-                env=ranked,
+                env={**ENV, **env, **ranked(rank, port)},
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

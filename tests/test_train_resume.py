@@ -18,7 +18,7 @@ import yaml
 from test_train_runs import ENV, ROOT, TINY, assert_same_log, final_weights, losses, train
 
 from t2.errors import CheckpointError
-from t2.rundir import RunDir
+from t2.rundir import RunDir, resolve
 from t2.rundir.resume import resume_point
 
 # 12 steps, a checkpoint and a validation every 3, a background loader, epochs of ~4 steps,
@@ -292,6 +292,79 @@ def test_a_preempted_run_saves_its_step_and_resumes_to_the_uninterrupted_log(tmp
     want, got = final_weights(tmp_path / "full"), final_weights(run)
     for key in want:
         torch.testing.assert_close(got[key], want[key], msg=key)
+
+
+FINAL_EVALUATION_SIGNAL = """
+import os, runpy, signal, sys
+import t2.train.run as run
+evaluate = run.final_evaluation
+def signalled(*args, **kwargs):  # SIGTERM arrives as the test split's decoding begins
+    os.kill(os.getpid(), signal.SIGTERM)
+    return evaluate(*args, **kwargs)
+run.final_evaluation = signalled
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+TIME_RUNS_OUT = """
+import os, runpy, signal, sys, time
+import t2.train.budget as budget, t2.train.loop as loop
+step_fn, calls = loop.train_step, [0]
+class Clock:  # the budget's clock reads an hour later from step 3 on: past max_minutes
+    @staticmethod
+    def perf_counter():
+        return time.perf_counter() + 3600 * (calls[0] >= 3)
+def signalled(*args, **kwargs):  # and SIGTERM arrives in that step
+    step_fn(*args, **kwargs)
+    calls[0] += 1
+    if calls[0] == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+budget.time, loop.train_step = Clock, signalled
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _signalled(run: Path, program: str, *extra: str, step: int = 0):
+    env = {**ENV, "T2_SIGNAL_STEP": str(step), "T2_SIGNAL": "SIGTERM"}
+    cmd = _command(run, *_sets("train.max_steps=6", "train.loader_workers=0"), *extra)
+    cmd[:1] = [sys.executable, "-c", program]
+    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def _scoring(run: Path) -> str:
+    return f"score it on the test split with `t2 evaluate --checkpoint {run}`"
+
+
+@pytest.mark.slow
+def test_a_signal_in_the_last_step_or_the_final_evaluation_ends_the_run_in_one_line(tmp_path):
+    """SIGTERM in the step that reaches train.max_steps stops the run there, with that
+    step's checkpoint and one line saying how to score it, instead of decoding the test
+    split past the scheduler's grace period; resumed, the run goes to its final
+    evaluation, and a SIGTERM there ends it at once in one line naming the checkpoint."""
+    run = tmp_path / "run"
+    last = _signalled(run, SIGNAL_AT_STEP, step=6)
+    assert last.returncode == 128 + signal.SIGTERM, last.stderr[-2000:]
+    assert last.stderr.count("\n") == 1, last.stderr
+    saved = RunDir(run).checkpoint(6)
+    assert f"SIGTERM at step 6, where training ended (max_steps): checkpoint {saved}" in last.stderr
+    assert _scoring(run) in last.stderr and not (run / "results.json").exists()
+    final = _signalled(run, FINAL_EVALUATION_SIGNAL, "--resume")
+    assert final.returncode == 128 + signal.SIGTERM, final.stderr[-2000:]
+    assert final.stderr.count("\n") == 1, final.stderr
+    best = resolve(run)
+    assert f"SIGTERM during the final evaluation: checkpoint {best} is saved" in final.stderr
+    assert _scoring(run) in final.stderr and not (run / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_a_signal_in_the_step_that_spends_the_time_budget_is_honoured(tmp_path):
+    run = tmp_path / "run"
+    spent = _signalled(run, TIME_RUNS_OUT, "--set", "train.max_minutes=1")
+    assert spent.returncode == 128 + signal.SIGTERM, spent.stderr[-2000:]
+    saved = RunDir(run).checkpoint(3)
+    assert f"SIGTERM at step 3, where training ended (max_minutes): checkpoint {saved}" in (
+        spent.stderr
+    )
 
 
 @pytest.mark.slow

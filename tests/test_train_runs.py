@@ -1,5 +1,5 @@
-"""Training runs as a user starts them: train.py under python and torchrun, resumed, bf16,
-W&B offline and the learning-rate finder. Tiny models, a few steps each."""
+"""Training runs as a user starts them: train.py under python and as two processes,
+resumed, bf16, W&B offline and the learning-rate finder. Tiny models, a few steps each."""
 
 from __future__ import annotations
 
@@ -85,22 +85,15 @@ def assert_same_log(got: list[tuple[int, float]], want: list[tuple[int, float]])
 
 
 @pytest.mark.slow
-def test_two_processes_equal_one_process_accumulating_two(tmp_path):
-    launcher = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-    ]
-    train(tmp_path / "ddp", launcher=launcher)
+def test_two_processes_equal_one_process_accumulating_two(tmp_path, two_process_run):
+    ddp, outputs = two_process_run  # two processes that srun started (conftest)
+    assert [code for code, _, _ in outputs] == [0, 0], outputs[0][2][-3000:]
     train(tmp_path / "acc", "--set", "train.accumulate=2")
-    ddp, acc = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "acc")
-    assert ddp.keys() == acc.keys()
-    for name in ddp:
-        torch.testing.assert_close(ddp[name], acc[name], rtol=1e-4, atol=1e-5, msg=name)
-    assert [s for s, _ in losses(tmp_path / "ddp")] == list(range(1, 7))
+    want, got = final_weights(ddp), final_weights(tmp_path / "acc")
+    assert want.keys() == got.keys()
+    for name in want:
+        torch.testing.assert_close(want[name], got[name], rtol=1e-4, atol=1e-5, msg=name)
+    assert [s for s, _ in losses(ddp)] == list(range(1, 7))
 
 
 @pytest.mark.slow

@@ -265,28 +265,34 @@ def test_wandb_that_cannot_start_is_one_line_error(tmp_path):
 
 
 def test_ddp_does_not_rebroadcast_the_positional_tables_each_forward():
-    from t2.train.setup import make_accelerator
+    """DDP syncs the buffers (positional tables) once, as it is made, never at each forward;
+    and Accelerate passes it no broadcast_buffers, deprecated since torch 2.13 (a
+    FutureWarning in every process's log)."""
+    import warnings
 
-    assert make_accelerator(Config(), "disabled").ddp_handler.broadcast_buffers is False
+    from torch.nn.parallel import DistributedDataParallel
 
+    from t2.train.setup import make_accelerator, prepare_model
 
-class _OtherNode:
-    """What a process on another node sees: not the main one; the barrier is a no-op here."""
+    assert make_accelerator(Config(), "disabled").ddp_handler is None
 
-    is_main_process, process_index = False, 3
+    class Prepared:  # Accelerate's prepare on several processes: DDP, made as Accelerate does
+        def prepare(self, model, optimizer):
+            return DistributedDataParallel(model), optimizer
 
-    def everyone(self) -> None:  # the Waits of that node
-        pass
+        def unwrap_model(self, model, keep_fp32_wrapper):
+            return model.module
 
-
-def test_a_process_that_cannot_see_the_main_tokenizer_fails_in_one_line(tmp_path):
-    from t2.errors import ConfigError
-    from t2.rundir import RunDir
-    from t2.train.setup import shared_tokenizer
-
-    cfg = Config(model=TINY)
-    with pytest.raises(ConfigError, match="process 3 cannot see the tokenizer .* every node"):
-        shared_tokenizer(cfg, RunDir(tmp_path / "run"), _OtherNode(), _OtherNode(), resume=False)
+    store = torch.distributed.HashStore()
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = Transformer(TINY)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            ddp, _ = prepare_model(Prepared(), model, None)
+        assert list(model.buffers()) and not ddp.will_sync_module_buffers()
+    finally:
+        torch.distributed.destroy_process_group()
 
 
 def test_the_collective_timeout_is_checked_and_sets_the_process_group_timeout():
@@ -329,3 +335,22 @@ def test_a_collective_that_waited_the_timeout_is_one_line_naming_the_checkpoint(
     one = LostProcess(type("One", (), {"num_processes": 1})(), 0.0, lambda: None)
     with pytest.raises(RuntimeError, match="alone"), one:  # one process waits for nobody
         raise RuntimeError("alone")
+
+
+def test_processes_that_never_join_the_rendezvous_end_it_in_one_line(monkeypatch):
+    """torch's store timeouts while the process group is made (the master waiting for the
+    others, a process finding no master) become one line naming the address and the fix."""
+    from datetime import timedelta
+
+    from t2.errors import LostProcessError
+    from t2.train.collective import rendezvous
+
+    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "gpu07", "MASTER_PORT": "18456"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    store = torch.distributed.DistNetworkError("The client socket has timed out after 5000ms")
+    with pytest.raises(LostProcessError) as caught, rendezvous(timedelta(seconds=5)):
+        raise store
+    message = str(caught.value)
+    assert message.startswith("process 1 of 2: the others did not join at gpu07:18456 within")
+    assert "train.collective_timeout=5 s (The client socket has timed out" in message

@@ -77,9 +77,20 @@ def train_tokenizer(
     if tok.get_vocab_size() <= len(SPECIALS):
         raise DataError("the tokenizer saw no text; check that the train split has pairs")
     wrapped = wrap(tok)
-    with atomic_folder(out_dir) as tmp:
-        wrapped.save_pretrained(tmp)
+    save_tokenizer(wrapped, out_dir)
     return wrapped
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
+    """A tokenizer's folder (tokenizer.json and transformers' files), replaced atomically."""
+    with atomic_folder(folder) as tmp:
+        tokenizer.save_pretrained(tmp)
+
+
+def tokenizer_from_json(text: str) -> PreTrainedTokenizerFast:
+    """A t2 tokenizer from the text of its tokenizer.json (what the main process of a
+    multi-node job sends the others: t2.train.nodes.shared_tokenizer)."""
+    return wrap(Tokenizer.from_str(text))
 
 
 def _nonempty(texts: Iterable[str], total: int | None) -> Iterator[str]:

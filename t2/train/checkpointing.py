@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from t2.errors import CheckpointError
-from t2.rundir import load_training_state, load_weights
+from t2.rundir import load_training_state, load_weights, save_checkpoint
 
 
 def rng_state() -> dict[str, Any]:
@@ -51,6 +51,41 @@ def training_state(
         "data": run.sampler.state_dict(),
         "step_batches": run.sampler.step_batches,
     }
+
+
+def save(
+    run: Any,
+    step: int,
+    best: list | None,
+    bad_run: int,
+    budget: dict[str, Any],
+    better: bool = False,
+    stats: dict[str, float] | None = None,
+) -> Path:
+    """Save `step` in each run directory that a writer holds (the main process's, or one per
+    node on node-local disks: t2.train.nodes), the same checkpoint in each: the parts of
+    the state that differ between processes (the RNG, the clock) are the main process's.
+    Every process calls it; the caller waits for the writers. `stats`: the running sums
+    not logged yet (a preempted run's), so that a resumed run logs what an uninterrupted
+    one would."""
+    state = training_state(run, step, best, bad_run, budget)
+    if stats is not None:
+        state["stats"] = stats
+    own = {k: state[k] for k in ("rng", "elapsed_s")}
+    state.update(run.waits.from_main(own))
+    acc = run.accelerator
+    if run.storage.run.writes:
+        save_checkpoint(
+            run.run_dir,
+            step,
+            acc.unwrap_model(run.model),
+            run.cfg,
+            state,
+            run.cfg.train.keep_last,
+            best=better,
+            world_size=acc.num_processes,
+        )
+    return run.run_dir.checkpoint(step)
 
 
 def restore(run: Any, ckpt: Path) -> dict[str, Any]:

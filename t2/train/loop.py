@@ -13,14 +13,16 @@ from tqdm.auto import tqdm
 
 from t2.config import Config
 from t2.data.loader import Batches
-from t2.errors import T2Error
-from t2.rundir import RunDir, save_checkpoint, write_json
+from t2.errors import CheckpointError, T2Error
+from t2.rundir import RunDir, write_json
 from t2.rundir.resume import resume_point, set_aside_after
 from t2.train.budget import Budget, budget_for
-from t2.train.checkpointing import restore, set_rng_state, training_state
+from t2.train.checkpointing import restore, save, set_rng_state
 from t2.train.collective import LostProcess
 from t2.train.compiling import compiled_graphs
+from t2.train.launch import elastic_restart, resume_after_restart
 from t2.train.memory import out_of_memory
+from t2.train.nodes import common_checkpoint
 from t2.train.preempt import Preemption
 from t2.train.setup import Training, build_run, split_loader
 from t2.train.step import StepStats, train_step
@@ -61,17 +63,18 @@ def train(
 ) -> tuple[Training, dict[str, Any]]:
     """Train until the first stop rule holds (t2.train.budget): the run, and how it ended.
     `resume`: True or "latest", a step or a checkpoint path (t2.rundir.resume)."""
+    restarts = elastic_restart()  # torchrun restarted the workers: they go on by themselves
+    resume = resume_after_restart(resume, restarts)
     run = build_run(cfg, recipe, Path(run_dir), bool(resume), wandb)
     acc, cfg, model = run.accelerator, run.cfg, run.model
-    ckpt = start_from(run, resume)
+    ckpt = start_from(run, resume, restarts)
     state = restore(run, ckpt) if ckpt else {}
     step, best = state.get("step", 0), state.get("best")
     batches = Batches(run.loader)  # its loader has an RNG of its own (make_loader)
     if state:
         set_rng_state(state["rng"])
-    if resume and not ckpt and acc.is_main_process:
-        print(f"resume: no complete checkpoint in {run.run_dir.path}; starting a new run")
-    log = MetricsLog(run.run_dir.metrics, step if ckpt else None) if acc.is_main_process else None
+    writes = run.storage.run.writes  # the main process, or one a node (t2.train.nodes)
+    log = MetricsLog(run.run_dir.metrics, step if ckpt else None) if writes else None
     if acc.is_main_process:
         init_wandb(acc, cfg, recipe, run.run_dir.path, wandb)
     bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
@@ -106,8 +109,10 @@ def train(
                 best, stopped_by = evaluate_and_save(
                     run, step, best, log, stopped_by, record["bad_run"], budget
                 )
-            if stopped_by is None and preempt.requested(step, acc, cfg.train.log_every):
-                preempt.finish(step, save_now(run, step, best, stats, budget))
+            # the last step too: a signal there ends the run before the test split's decoding
+            if preempt.requested(step, acc, cfg.train.log_every, final=stopped_by is not None):
+                ckpt = save_now(run, step, best, stats, budget)
+                preempt.finish(step, ckpt, stopped_by, run.run_dir.path, acc.is_main_process)
     bar.close()
     return run, budget.outcome(stopped_by, step)
 
@@ -140,20 +145,30 @@ def report_compilation(run: Training, record: dict[str, Any], step: int) -> None
     forward.graphs_reported = graphs
 
 
-def start_from(run: Training, resume: bool | str | None) -> Path | None:
-    """The checkpoint to resume from; a named earlier one sets the later ones aside."""
-    ckpt = resume_point(run.run_dir, resume)
-    if ckpt is not None and resume not in (True, "latest"):
+def start_from(run: Training, resume: bool | str | None, restarts: int) -> Path | None:
+    """The checkpoint to resume from, the same for every process (t2.train.nodes); a named
+    earlier one sets the later ones aside."""
+    if not resume:
+        return None
+    try:
+        found: Path | str | None = resume_point(run.run_dir, resume)
+    except CheckpointError as err:  # said by every process, not by this one alone
+        found = str(err)
+    named = resume not in (True, "latest")
+    ckpt = common_checkpoint(run.run_dir, found, run.waits, named)
+    main = run.accelerator.is_main_process
+    if ckpt is not None and named:
         run.waits.everyone()  # every process has chosen before any renames
-        if run.accelerator.is_main_process:
-            later = set_aside_after(run.run_dir, ckpt)
-            if later:
-                names = ", ".join(c.name for c in later)
-                print(
-                    f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*",
-                    flush=True,
-                )
+        later = set_aside_after(run.run_dir, ckpt) if run.storage.run.writes else []
+        if later and main:
+            names = ", ".join(c.name for c in later)
+            line = f"resume: from {ckpt.name}; set aside the later {names} as .abandoned-*"
+            print(line, flush=True)
         run.waits.everyone()
+    if main and (restarts or ckpt is None):
+        what = f"restart {restarts} of the workers by torchrun: " if restarts else "resume: "
+        where = f"from {ckpt}" if ckpt else f"no complete checkpoint in {run.run_dir.path}"
+        print(f"{what}{where}; {'continuing' if ckpt else 'starting a new run'}", flush=True)
     return ckpt
 
 
@@ -168,6 +183,8 @@ def flush(
 ) -> dict[str, Any]:
     """Log the sums since the last logged step; stop a run of too many non-finite losses."""
     record = log_step(run, step, stats, seconds, bar, budget)
+    if not run.storage.run.shared:  # each node's copy of the log: the main process's records
+        record = run.waits.from_main(record)
     run.accelerator.log(record, step=step)
     if log:
         log.write(record)
@@ -183,20 +200,10 @@ def flush(
 def save_now(run: Training, step: int, best: list | None, stats: StepStats, budget: Budget) -> Path:
     """A checkpoint of `step` unless it has one, with the running sums not yet logged (so a
     resumed run logs what an uninterrupted one would): the preempted run's last act."""
-    acc, ckpt = run.accelerator, run.run_dir.checkpoint(step)
+    ckpt = run.run_dir.checkpoint(step)
     if ckpt not in run.run_dir.checkpoints():
-        state = training_state(run, step, best, int(stats.bad_run.item()), budget.state())
-        state["stats"] = stats.state()
-        if acc.is_main_process:
-            save_checkpoint(
-                run.run_dir,
-                step,
-                acc.unwrap_model(run.model),
-                run.cfg,
-                state,
-                run.cfg.train.keep_last,
-                world_size=acc.num_processes,
-            )
+        sums = stats.state()
+        save(run, step, best, int(stats.bad_run.item()), budget.state(), stats=sums)
         run.waits.everyone()
     return ckpt
 
@@ -263,24 +270,15 @@ def evaluate_and_save(
             better, value = is_better(record, best, cfg.train.best_metric)
             best = value if better else best
             acc.log(record, step=step)
-            if log:
-                log.write(record)
-        run.waits.everyone()  # a long validation is solo work: the step's timeout is not its
+        # a long validation is solo work (the step's timeout is not its); every process
+        # learns its figures, for its log (a node's own) and its checkpoint's best
+        record, better, best = run.waits.from_main((record, better, best))
+        if log:
+            log.write(record)
         if budget.exact_match_reached(record) and not stopped_by:  # every process asks
             stopped_by = "stop_exact_match"
     if step % cfg.train.save_every == 0 or stopped_by or better:
-        state = training_state(run, step, best, bad_run, budget.state())
-        if acc.is_main_process:
-            save_checkpoint(
-                run.run_dir,
-                step,
-                acc.unwrap_model(run.model),
-                cfg,
-                state,
-                cfg.train.keep_last,
-                best=better,
-                world_size=acc.num_processes,
-            )
+        save(run, step, best, bad_run, budget.state(), better)
     run.waits.everyone()
     return best, stopped_by
 

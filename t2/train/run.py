@@ -13,6 +13,8 @@ from t2.rundir import RunDir, load_weights, resolve
 from t2.rundir.layout import write_lines
 from t2.rundir.store import full_disk_resumes
 from t2.train.loop import eval_loader, train, write_results
+from t2.train.preempt import ends_at_once
+from t2.train.setup import Training
 from t2.train.validate import final_evaluation
 
 
@@ -28,35 +30,44 @@ def _train_and_score(
 ) -> dict[str, Any]:
     run, outcome = train(cfg, recipe, run_dir, resume, wandb)
     acc = run.accelerator
-    results: dict[str, Any] = {}
-    if acc.is_main_process:
-        model = acc.unwrap_model(run.model)
-        best = resolve(run.run_dir.path)
-        load_weights(model, best)
-        pairs = load_pairs(run.cfg.data, "test", run.cfg.train.seed)
-        encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")
-        loader = eval_loader(encoded, run)
-        scores, hyps = final_evaluation(
-            model,
-            run.tokenizer,
-            pairs,
-            loader,
-            run.cfg.decode,
-            acc.device,
-            run.cfg.data.src_bos,
-            autocast=acc.autocast,
-        )
-        parameters = count_parameters(model)["total"]  # kept where the weights are not
-        results = {
-            "recipe": recipe,
-            "checkpoint": str(best),
-            "parameters": parameters,
-            **outcome,
-            **scores,
-        }
-        write_lines(run.run_dir.test_hyps, hyps)
-        write_lines(run.run_dir.test_refs, list(pairs["tgt"]))
-        write_results(run.run_dir, results)
-    run.waits.everyone()
+    best = resolve(run.run_dir.path)
+    with ends_at_once("the final evaluation", best, run.run_dir.path, acc.is_main_process):
+        results = score_test_split(run, best, recipe, outcome) if acc.is_main_process else {}
+        run.waits.everyone()
     acc.end_training()  # closes W&B and the process group
+    return results
+
+
+def score_test_split(
+    run: Training, best: Path, recipe: str, outcome: dict[str, Any]
+) -> dict[str, Any]:
+    """The main process translates the test split with the best checkpoint and writes
+    results.json and the translations beside the references."""
+    acc = run.accelerator
+    model = acc.unwrap_model(run.model)
+    load_weights(model, best)
+    pairs = load_pairs(run.cfg.data, "test", run.cfg.train.seed)
+    encoded = encode_pairs(pairs, run.tokenizer, run.cfg.data, "test")
+    loader = eval_loader(encoded, run)
+    scores, hyps = final_evaluation(
+        model,
+        run.tokenizer,
+        pairs,
+        loader,
+        run.cfg.decode,
+        acc.device,
+        run.cfg.data.src_bos,
+        autocast=acc.autocast,
+    )
+    parameters = count_parameters(model)["total"]  # kept where the weights are not
+    results = {
+        "recipe": recipe,
+        "checkpoint": str(best),
+        "parameters": parameters,
+        **outcome,
+        **scores,
+    }
+    write_lines(run.run_dir.test_hyps, hyps)
+    write_lines(run.run_dir.test_refs, list(pairs["tgt"]))
+    write_results(run.run_dir, results)
     return results

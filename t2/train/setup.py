@@ -10,22 +10,23 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, set_seed
+from accelerate.utils import InitProcessGroupKwargs, set_seed
+from torch.nn.parallel import DistributedDataParallel
 
 from t2.atomic import atomic_text
 from t2.config import Config
 from t2.data.batching import BatchSampler
 from t2.data.loader import make_loader
-from t2.data.pipeline import encode_pairs, load_pairs
-from t2.data.tokenizer import prepare_tokenizer
 from t2.errors import ConfigError
 from t2.machine import describe
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.rundir import RunDir, new_meta, read_meta, write_json
-from t2.train.collective import Waits
+from t2.train.collective import Waits, rendezvous
 from t2.train.compile_cache import CompileCache
 from t2.train.compiling import TrainingForward, wanted
+from t2.train.launch import adopt_slurm
+from t2.train.nodes import Storage, detect_storage, prepare_data
 from t2.train.optim import build_optimizer, build_scheduler
 from t2.train.plan import keep_saved, local_device, mixed, mixed_precision, planned
 from t2.train.precision import ComputeWeights
@@ -47,9 +48,10 @@ class Training:
     run_dir: RunDir
     forward: TrainingForward  # the training pass, compiled or eager (t2.train.compiling)
     target_lengths: Any  # each training pair's target length (ids with BOS and EOS)
-    lock: Any = None  # RUN/.lock, held open by the main process (RunDir.lock)
+    lock: Any = None  # RUN/.lock, held open by the run's writer (RunDir.lock)
     planned_bytes: int | None = None  # a micro-batch's memory by the batch plan
     waits: Any = None  # barriers for the main process's solo work (t2.train.collective)
+    storage: Storage = Storage.single()  # which processes write the run and the data cache
 
 
 # keys that a resumed run may change: how long it runs, how often it reports, and how a
@@ -61,7 +63,7 @@ RESUMABLE = (
     *("max_train_tokens", "stop_exact_match", "wandb_group", "wandb_job_type"),
     *("wandb_name", "global_batch", "compile", "compile_mode", "compile_backend"),
     *("cast_weights", "collective_timeout", "sweep_plan", "padded_attention"),
-    "compile_cache",
+    *("compile_cache", "shared_filesystem"),
 )
 
 
@@ -138,19 +140,19 @@ def batch_cost(cfg: Config) -> Any:
 
 
 def make_accelerator(cfg: Config, wandb: str) -> Accelerator:
-    """Accelerate for CPU, one GPU or DDP. DDP does not broadcast buffers: t2's only buffers
-    are positional tables, equal on every rank, and rebroadcasting them at each forward pass
-    costs a collective per micro-batch and fails if one rank has grown its table."""
-    return Accelerator(
-        cpu=not torch.cuda.is_available(),  # Accelerate detects torchrun on CPU only so (gloo)
-        mixed_precision=mixed_precision(cfg.train.mixed_precision),
-        log_with="wandb" if wandb != "disabled" else None,
-        kwargs_handlers=[
-            DistributedDataParallelKwargs(broadcast_buffers=False),
-            # a step's collectives; rank 0's solo work waits on its own group (Waits)
-            InitProcessGroupKwargs(timeout=timedelta(seconds=cfg.train.collective_timeout)),
-        ],
-    )
+    """Accelerate for CPU, one GPU or DDP (torchrun, accelerate launch, or srun's tasks:
+    t2.train.launch)."""
+    if slurm := adopt_slurm():  # srun's tasks as one job: said once, by the first task
+        print(slurm, flush=True)
+    # a step's collectives; rank 0's solo work waits on its own group (Waits)
+    timeout = timedelta(seconds=cfg.train.collective_timeout)
+    with rendezvous(timeout):  # a restart's own group; processes that never join: one line
+        return Accelerator(
+            cpu=not torch.cuda.is_available(),  # Accelerate sees torchrun on CPU only so (gloo)
+            mixed_precision=mixed_precision(cfg.train.mixed_precision),
+            log_with="wandb" if wandb != "disabled" else None,
+            kwargs_handlers=[InitProcessGroupKwargs(timeout=timeout)],
+        )
 
 
 def prepare_model(
@@ -164,6 +166,11 @@ def prepare_model(
     bf16 logits a block at a time (t2.model.loss)."""
     model, optimizer = accelerator.prepare(model, optimizer)
     accelerator.unwrap_model(model, keep_fp32_wrapper=False)  # in place: the plain forward
+    if isinstance(model, DistributedDataParallel):
+        # no rebroadcast of the buffers (positional tables, equal on every rank) at each
+        # forward: a collective per micro-batch, failing once a rank grew its table; not
+        # DDP's argument, deprecated since torch 2.13 (a FutureWarning in every process)
+        model.broadcast_buffers = False
     return model, optimizer
 
 
@@ -199,24 +206,6 @@ def prepare_training(
     return (model if weights else trained), forward, optimizer, scheduler
 
 
-def shared_tokenizer(
-    cfg: Config, run: RunDir, accelerator: Accelerator, waits: Waits, resume: bool
-) -> Any:
-    """The run's tokenizer, trained once by the main process of the whole job (every node);
-    the others wait at a barrier and load it, so --out must be on a filesystem all nodes see."""
-    if accelerator.is_main_process:  # a new run trains its own: one a failed run left in
-        tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=resume)
-    waits.everyone()
-    if not accelerator.is_main_process:
-        if not cfg.data.tokenizer and not (run.tokenizer / "tokenizer.json").is_file():
-            raise ConfigError(
-                f"process {accelerator.process_index} cannot see the tokenizer that the main "
-                f"process wrote to {run.tokenizer}: --out must be on a filesystem every node sees"
-            )
-        tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=True)
-    return tokenizer
-
-
 def saved_config(run: RunDir) -> Config | None:
     """The config a run directory was trained with, if it holds one."""
     if not run.config.is_file():
@@ -235,27 +224,21 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     accelerator = make_accelerator(cfg, wandb)
     waits = Waits(accelerator)
     run = RunDir(run_dir)
+    storage = detect_storage(cfg, run, waits, accelerator)
     cfg, plan = plan_run(cfg, run, resume, accelerator.num_processes)
-    # the main process holds the folder while it trains; a second run there is refused
-    held = run.lock() if accelerator.is_main_process else None
+    # the run's writer holds the folder while it trains; a second run there is refused
+    held = run.lock() if storage.run.writes else None
     check_run_dir(run, cfg, resume)
     if accelerator.is_main_process:
-        print(plan.line(), flush=True)
-        if warning := cfg.data.test_warning():
-            print(warning, flush=True)
+        for line in (plan.line(), cfg.data.test_warning(), *storage.lines(run, cfg)):
+            if line:
+                print(line, flush=True)
     set_seed(cfg.train.seed)
-    with waits.main_first():  # the main process cleans and caches, the others reuse
-        # every split is read (and cached) before any work: a bad test source fails now,
-        # not after training, and before a tokenizer is written
-        valid_pairs = load_pairs(cfg.data, "valid", cfg.train.seed)
-        load_pairs(cfg.data, "test", cfg.train.seed)
-        train_pairs = load_pairs(cfg.data, "train", cfg.train.seed)
-    tokenizer = shared_tokenizer(cfg, run, accelerator, waits, resume)
-    with waits.main_first():
-        train_ds = encode_pairs(train_pairs, tokenizer, cfg.data, "train")
-        valid_ds = encode_pairs(valid_pairs, tokenizer, cfg.data, "valid")
+    tokenizer, train_ds, valid_ds, valid_pairs = prepare_data(
+        cfg, run, accelerator, waits, storage, resume
+    )
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
-    if accelerator.is_main_process:
+    if storage.run.writes:
         with atomic_text(run.config) as f:
             f.write(cfg.to_yaml())
         machine = describe(accelerator.device.type == "cuda")
@@ -285,4 +268,5 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         held,
         plan.estimate.total,
         waits,
+        storage,
     )
