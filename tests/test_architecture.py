@@ -20,6 +20,7 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 300, 60
 LAYERS = (
     ("t2", "t2.errors", "t2.specials", "t2.machine", "t2.facts"),
     ("t2.registry", "t2.atomic", "t2.progress"),
+    ("t2.plugins",),  # imports a user's components: below every reader of a config
     ("t2.section",),
     ("t2.model", "t2.data"),  # each with its config section on the floor (CONFIG_FLOOR)
     ("t2.decoding",),
@@ -44,6 +45,7 @@ CONFIG_FLOOR = {
     "t2.atomic",
     "t2.facts",
     "t2.registry",
+    "t2.plugins",
     "t2.section",
     "t2.config",
     "t2.data",
