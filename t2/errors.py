@@ -65,13 +65,14 @@ def failed_import(err: BaseException, what: str, home: str = "") -> ConfigError:
     outside Python's import machinery. A ConfigError (a registration t2 refused) keeps its
     own fix; any other error is the plugin's to fix at that line."""
     if isinstance(err, SyntaxError) and err.filename:
-        place = f"{err.filename}, line {err.lineno}"
+        file, line = err.filename, err.lineno
     else:
         frames = traceback.extract_tb(err.__traceback__)
         frames = [f for f in frames if "importlib" not in f.filename] or frames
         own = [f for f in frames if home and home in f.filename]
         last = (own or frames)[-1] if frames else None
-        place = f"{last.filename}, line {last.lineno}" if last else "its import"
+        file, line = (last.filename, last.lineno) if last else ("", None)
+    place = f"line {line}" if file == home else f"{file}, line {line}" if file else "its import"
     if isinstance(err, ConfigError):
         return ConfigError(f"{what}, at {place}: {err}")
     reason = str(err).strip().splitlines()[0] if str(err).strip() else ""

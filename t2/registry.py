@@ -16,7 +16,7 @@ claimed by another module, missing facts and an unknown kind are one-line Config
 An installed package offers components through the entry-point group `t2.components`, one
 entry point a component, named `KIND.NAME` (`norm.dyt = my_package.dyt`): as for a built-in
 name, the registry knows the name from the package's metadata without importing it, and
-imports the entry point's module when the name is first resolved (t2.plugins: docs).
+imports the entry point's module when the name is first resolved (docs/components.md).
 """
 
 from __future__ import annotations
@@ -149,9 +149,13 @@ class Registry(Generic[T]):
             try:
                 importlib.import_module(offer.module)
             except (Exception, SystemExit) as err:
-                where = f"package {package_of(offer)} ({offer.value})"
-                home = offer.module.split(".")[0]
-                raise failed_import(err, f"{self.kind} {name!r} of {where}", home) from None
+                where = f"{self.kind} {name!r} of package {package_of(offer)} ({offer.value})"
+                if isinstance(err, ModuleNotFoundError) and offer.module == err.name:
+                    raise ConfigError(
+                        f"{where}: {offer.module} is not installed; reinstall "
+                        f"{package_of(offer)}, or fix its entry point"
+                    ) from None
+                raise failed_import(err, where, offer.module.split(".")[0]) from None
             if name not in self._entries:
                 raise ConfigError(
                     f"{offer.value}, entry point {offer.name} of {package_of(offer)}, registers "
