@@ -153,6 +153,8 @@ def test_an_hf_export_carries_the_plugin_and_runs_it_only_when_trusted(
     with isolated():
         code, _, err = t2("export", folder, "--format", "hf", "--out", hf)
     assert code == 0 and (hf / "plugins" / "dyt.py").read_bytes() == EXAMPLE.read_bytes(), err
+    card = (hf / "README.md").read_text(encoding="utf-8")
+    assert "norm dyt is plugin code in `plugins/`" in card and ", trust_plugins=True)" in card
     with isolated():
         expected = load_run(folder).translate(["eins zwei drei"])
     with isolated(), pytest.raises(CheckpointError) as refused:

@@ -60,6 +60,12 @@ def read_manifest(folder: Path) -> list[dict[str, Any]]:
     return entries
 
 
+def kept_components(path: str | Path) -> list[str]:
+    """The components ("KIND NAME") that the plugins a model folder keeps register."""
+    folder = plugin_folder(path)
+    return [n for e in read_manifest(folder) for n in e["registers"]] if folder else []
+
+
 def keep_plugins(folder: str | Path, plugins: list[Plugin]) -> None:
     """Keep `plugins` in folder/plugins/: a copy of each file, a record of each module;
     those kept already stay. Each copy appears whole, then the manifest."""
