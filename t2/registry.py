@@ -31,6 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from t2.errors import ConfigError, failed_import
 from t2.facts import FfnFacts, KernelFacts, NormFacts, PositionalFacts, SearchFacts
+from t2.installed import entry_points, package_of
 
 T = TypeVar("T")
 BUILT_IN = "built in"  # the origin of a name whose module is in its kind's package
@@ -203,20 +204,12 @@ def describe(module: str) -> str:
     return SOURCES.get(module, module)
 
 
-def package_of(offer: Any) -> str:
-    """The distribution (name and version) of an entry point."""
-    dist = offer.dist
-    return f"{dist.name} {dist.version}" if dist is not None else offer.value
-
-
 @functools.cache
 def offered() -> dict[str, dict[str, Any]]:
     """Every entry point of ENTRY_POINTS by kind and name, each checked: a known kind, a
     name of its own (neither built in nor offered twice). Read once a process."""
-    from importlib.metadata import entry_points  # 20-60 ms: only when a name is looked up
-
     found: dict[str, dict[str, Any]] = {}
-    for offer in entry_points(group=ENTRY_POINTS):
+    for offer in entry_points(ENTRY_POINTS):
         kind, _, name = offer.name.partition(".")
         fix = f"fix the entry point or uninstall {package_of(offer)}"
         if kind not in KINDS or not name:
