@@ -1,5 +1,6 @@
 """The `t2` command: a dispatcher to one module per verb (t2/commands), with the plumbing the
-verbs and the top-level scripts share: one-line errors and a non-zero exit. The options
+verbs and the top-level scripts share: plugins imported before the parser is built (its
+choices are the registries' names), one-line errors and a non-zero exit. The options
 several verbs share are t2.commands.options'."""
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any, NoReturn
 
 from t2 import __version__
 from t2.commands import VERBS
+from t2.commands.options import add_plugin_arguments
 from t2.errors import T2Error
+from t2.plugins import load_plugins
 
 
 def run_main(main: Callable[[], int | None]) -> None:
@@ -67,8 +70,27 @@ def _describe(parser: argparse.ArgumentParser, module: ModuleType) -> argparse.A
     parser.description = module.__doc__
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     module.add_arguments(parser)
+    add_plugin_arguments(parser)
     parser.set_defaults(run=module.run, verb_parser=parser)
     return parser
+
+
+def load_plugins_first(argv: list[str]) -> None:
+    """Import the --plugin files and modules, and the plugins a --checkpoint folder keeps,
+    before the parser is built: its choices (--search) are the registries' names. Nothing
+    is imported when neither is given, so `t2 --help` loads no torch."""
+    early = Parser(prog="t2", add_help=False)
+    early.add_argument("--plugin", action="append", default=[])
+    early.add_argument("--trust-plugins", action="store_true")
+    early.add_argument("--checkpoint", nargs="+", default=[])
+    known, _ = early.parse_known_args(argv)
+    load_plugins(known.plugin)
+    folders = [path for path in known.checkpoint if os.path.isdir(path)]
+    if folders:
+        from t2.rundir import is_run_or_checkpoint, load_kept
+
+        for folder in folders:  # a run's own copies; an export's only if trusted
+            load_kept(folder, is_run_or_checkpoint(folder) or known.trust_plugins)
 
 
 def build_parser() -> Parser:
@@ -89,13 +111,25 @@ def build_parser() -> Parser:
 
 def main(argv: list[str] | None = None) -> None:
     """`t2 COMMAND ...`: `t2 --help` lists the commands, `t2 COMMAND --help` their options."""
-    args, unknown = build_parser().parse_known_args(argv)
-    if unknown:  # reported by the verb, so the line points at `t2 VERB --help`
-        args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    run_main(lambda: args.run(args))
+    argv = sys.argv[1:] if argv is None else list(argv)
+
+    def dispatch() -> int | None:
+        load_plugins_first(argv)
+        args, unknown = build_parser().parse_known_args(argv)
+        if unknown:  # reported by the verb, so the line points at `t2 VERB --help`
+            args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return args.run(args)
+
+    run_main(dispatch)
 
 
 def run_script(verb: str, argv: list[str] | None = None) -> None:
     """A top-level script (train.py, evaluate_model.py, ...) as one verb of `t2`."""
-    args = _describe(Parser(), _verb(verb)).parse_args(argv)
-    run_main(lambda: args.run(args))
+    argv = sys.argv[1:] if argv is None else list(argv)
+
+    def dispatch() -> int | None:
+        load_plugins_first(argv)
+        args = _describe(Parser(), _verb(verb)).parse_args(argv)
+        return args.run(args)
+
+    run_main(dispatch)

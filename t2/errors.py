@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 
 class T2Error(Exception):
     """Base class for errors that entry scripts print as one line and exit non-zero."""
@@ -54,3 +56,25 @@ class PreemptedError(T2Error):
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
         self.exit_status = 128 + signum
+
+
+def failed_import(err: BaseException, what: str, home: str = "") -> ConfigError:
+    """The import of `what` (a plugin, a package's component) that failed with `err`, as
+    one line that says where: a SyntaxError's line, else the innermost frame in a file
+    whose path contains `home` (the plugin's own file or package), else the innermost one
+    outside Python's import machinery. A ConfigError (a registration t2 refused) keeps its
+    own fix; any other error is the plugin's to fix at that line."""
+    if isinstance(err, SyntaxError) and err.filename:
+        file, line = err.filename, err.lineno
+    else:
+        frames = traceback.extract_tb(err.__traceback__)
+        frames = [f for f in frames if "importlib" not in f.filename] or frames
+        own = [f for f in frames if home and home in f.filename]
+        last = (own or frames)[-1] if frames else None
+        file, line = (last.filename, last.lineno) if last else ("", None)
+    place = f"line {line}" if file == home else f"{file}, line {line}" if file else "its import"
+    if isinstance(err, ConfigError):
+        return ConfigError(f"{what}, at {place}: {err}")
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    detail = f"{type(err).__name__}: {reason}" if reason else type(err).__name__
+    return ConfigError(f"{what} fails to import at {place} ({detail}); fix it there")

@@ -10,25 +10,33 @@ from typing import Any
 
 from t2 import __version__
 from t2.errors import ConfigError
+from t2.formats.choose import export_format
 from t2.hub.pretrained import is_pretrained, load_folder
 from t2.hub.push import check_repo_id, upload
 from t2.opener import open_model
-from t2.registry import EXPORT
 
 
 def export(
-    target: str | Path, fmt: str, out: str | Path, *, average_last: int = 0, **options: Any
+    target: str | Path,
+    fmt: str,
+    out: str | Path,
+    *,
+    average_last: int = 0,
+    trust_plugins: bool = False,
+    **options: Any,
 ) -> Path:
     """Write the model `target` opens to (a run's best checkpoint, a checkpoint, a saved
     folder; with `average_last` N, a run's last N averaged) in format `fmt` at `out`;
-    `options` are the format's own (ct2: quantization; hf: name)."""
-    writer = EXPORT.get(fmt)()
+    `options` are the format's own (ct2: quantization; hf: name); `trust_plugins`: a
+    saved folder's plugin code may run (t2.rundir.plugins). The export carries the
+    plugins the run keeps."""
+    writer = export_format(fmt)
     given = {k: v for k, v in options.items() if v is not None}
     unknown = sorted(set(given) - set(writer.options))
     if unknown:
         flags = ", ".join("--" + k.replace("_", "-") for k in unknown)
         raise ConfigError(f"{flags} is not an option of --format {fmt}; leave it out")
-    opened = open_model(target, average_last=average_last)
+    opened = open_model(target, average_last=average_last, trust_plugins=trust_plugins)
     return writer.save(opened, Path(out), **given)
 
 
@@ -46,13 +54,15 @@ def push(
     message: str | None = None,
     out: str | Path | None = None,
     api: Any = None,
+    trust_plugins: bool = False,
 ) -> str:
     """Upload a run's checkpoint (saved with its card first, into `out` or a temporary
-    folder) or an already saved folder to `repo_id`; the commit's URL."""
+    folder) or an already saved folder to `repo_id`; the commit's URL. `trust_plugins`: a
+    saved folder's plugin code may run when it is loaded as a check."""
     check_repo_id(repo_id)
     message = message or f"t2 {__version__}: {Path(path).name}"
     if is_pretrained(path):
-        load_folder(path)  # a folder that does not load is refused before the upload
+        load_folder(path, trust_plugins=trust_plugins)  # refused before the upload if it fails
         return upload(Path(path), repo_id, private=private, message=message, api=api)
     if out is not None:
         folder = save_run(path, out, repo_id)

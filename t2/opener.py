@@ -15,6 +15,7 @@ from t2.formats.base import ModelFormat, Opened
 from t2.formats.choose import format_of, hub_files
 from t2.formats.options import engine_names
 from t2.hub.download import locate
+from t2.rundir import load_kept
 from t2.serve import PRECISIONS
 
 
@@ -73,12 +74,15 @@ def open_model(
     engine: str | None = None,
     revision: str | None = None,
     cache_dir: str | None = None,
+    trust_plugins: bool = False,
 ) -> Opened:
     """Open `target` (see the module doc) for translation on `device`; `precision`
     (PRECISIONS, None: as stored) is the type decoding computes in; `average_last` N
     averages a run's last N checkpoints; `workers` (CTranslate2) batches decode at once;
-    `engine` (t2 or ct2, optional) only checks that the folder is one it reads."""
+    `engine` (t2 or ct2, optional) only checks that the folder is one it reads;
+    `trust_plugins`: an exported folder's plugin code may run (t2.rundir.plugins)."""
     path = _local_or_hub(target, revision, cache_dir)
     fmt = format_of(path)
     _check(fmt, engine, average_last, precision, workers, target)
+    load_kept(path, fmt.own_plugins or trust_plugins)  # the code its config's names need
     return fmt.load(path, device, precision, workers, average_last)

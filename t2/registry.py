@@ -12,6 +12,11 @@ Each module registers its component beside its code with the kind's facts (t2.fa
 file, an installed package) registers the same way under a name of its own, with the
 registry's decorator or `register(kind, name, facts)`. A duplicate name, a built-in name
 claimed by another module, missing facts and an unknown kind are one-line ConfigErrors.
+
+An installed package offers components through the entry-point group `t2.components`, one
+entry point a component, named `KIND.NAME` (`norm.dyt = my_package.dyt`): as for a built-in
+name, the registry knows the name from the package's metadata without importing it, and
+imports the entry point's module when the name is first resolved (docs/components.md).
 """
 
 from __future__ import annotations
@@ -24,11 +29,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from t2.errors import ConfigError
+from t2.errors import ConfigError, failed_import
 from t2.facts import FfnFacts, KernelFacts, NormFacts, PositionalFacts, SearchFacts
+from t2.installed import entry_points, package_of
 
 T = TypeVar("T")
 BUILT_IN = "built in"  # the origin of a name whose module is in its kind's package
+ENTRY_POINTS = "t2.components"  # the entry-point group of installed packages' components
+# where a module that registers components came from, when its name does not say it: a
+# plugin file's module (t2.plugins fills it); origin() and the one-line errors show it
+SOURCES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,12 @@ class Registry(Generic[T]):
         modules = pkgutil.iter_modules(spec.submodule_search_locations)
         return frozenset(m.name for m in modules if not m.name.startswith("_"))
 
+    @property
+    def packaged(self) -> dict[str, Any]:
+        """The names installed packages offer for this kind: name -> its entry point (no
+        import; see the module doc)."""
+        return offered().get(self.key, {})
+
     def register(self, name: str, facts: Any = None) -> Callable[[T], T]:
         """A decorator that registers its object as `name` with its `facts`."""
         self._check_facts(name, facts)
@@ -75,10 +91,10 @@ class Registry(Generic[T]):
             module = getattr(obj, "__module__", None) or type(obj).__module__
             self._check_home(name, module)
             if name in self._entries:
-                first = self._entries[name].module
+                first = describe(self._entries[name].module)
                 raise ConfigError(
-                    f"{self.kind} {name!r} is registered twice ({first} and {module}); "
-                    f"give one of them another name"
+                    f"{self.kind} {name!r} is registered twice ({first} and "
+                    f"{describe(module)}); give one of them another name"
                 )
             self._entries[name] = Entry(obj, facts, module)
             return obj
@@ -96,11 +112,18 @@ class Registry(Generic[T]):
             )
 
     def _check_home(self, name: str, module: str) -> None:
-        """A built-in name is its own module's; a built-in module registers its own name."""
+        """A built-in name is its own module's, a packaged name its package's; a built-in
+        module registers its own name."""
         home = f"{self.package}.{name}"
         if name in self.built_in and module != home:
             raise ConfigError(
                 f"{self.kind} {name!r} is built in ({home}); register yours under another name"
+            )
+        offer = self.packaged.get(name)
+        if offer is not None and module.split(".")[0] != offer.module.split(".")[0]:
+            raise ConfigError(
+                f"{self.kind} {name!r} is offered by the installed package {package_of(offer)} "
+                f"({offer.value}); register yours under another name"
             )
         parent, _, own = module.rpartition(".")
         if self.package is not None and parent == self.package and own != name:
@@ -120,8 +143,25 @@ class Registry(Generic[T]):
     def entry(self, name: str) -> Entry[T]:
         """The registration of `name`, its module imported on first use."""
         self.check(name)
-        if name not in self._entries:  # a built-in name (check passed): import its module
+        if name not in self._entries and name in self.built_in:  # import its module
             importlib.import_module(f"{self.package}.{name}")
+        elif name not in self._entries:  # an installed package's (check passed)
+            offer = self.packaged[name]
+            try:
+                importlib.import_module(offer.module)
+            except (Exception, SystemExit) as err:
+                where = f"{self.kind} {name!r} of package {package_of(offer)} ({offer.value})"
+                if isinstance(err, ModuleNotFoundError) and offer.module == err.name:
+                    raise ConfigError(
+                        f"{where}: {offer.module} is not installed; reinstall "
+                        f"{package_of(offer)}, or fix its entry point"
+                    ) from None
+                raise failed_import(err, where, offer.module.split(".")[0]) from None
+            if name not in self._entries:
+                raise ConfigError(
+                    f"{offer.value}, entry point {offer.name} of {package_of(offer)}, registers "
+                    f"no {self.kind} {name!r}; register it there (docs/components.md)"
+                )
         if name not in self._entries:
             raise LookupError(f"{self.package}.{name} registers no {self.kind} {name!r}")
         return self._entries[name]
@@ -135,15 +175,56 @@ class Registry(Generic[T]):
         return self.entry(name).facts
 
     def origin(self, name: str) -> str:
-        """BUILT_IN, or the module that registered `name`; imports nothing."""
+        """Where `name` comes from: BUILT_IN, `package NAME VERSION` (an entry point), or
+        the module that registered it (a plugin file's, as SOURCES says); imports nothing."""
         self.check(name)
-        return BUILT_IN if name in self.built_in else self._entries[name].module
+        if name in self.built_in:
+            return BUILT_IN
+        if name in self.packaged:
+            return f"package {package_of(self.packaged[name])}"
+        return describe(self._entries[name].module)
+
+    def registered(self) -> dict[str, str]:
+        """The names registered so far (imported ones), each with its module."""
+        return {name: entry.module for name, entry in self._entries.items()}
+
+    def forget(self, name: str) -> None:
+        """Drop a registration (a plugin that failed half-way through its import)."""
+        self._entries.pop(name, None)
 
     def names(self) -> list[str]:
-        return sorted(self.built_in | self._entries.keys())
+        return sorted(self.built_in | self.packaged.keys() | self._entries.keys())
 
     def __contains__(self, name: object) -> bool:
-        return name in self.built_in or name in self._entries
+        return name in self.built_in or name in self._entries or name in self.packaged
+
+
+def describe(module: str) -> str:
+    """A module that registers components, as the user knows it (SOURCES)."""
+    return SOURCES.get(module, module)
+
+
+@functools.cache
+def offered() -> dict[str, dict[str, Any]]:
+    """Every entry point of ENTRY_POINTS by kind and name, each checked: a known kind, a
+    name of its own (neither built in nor offered twice). Read once a process."""
+    found: dict[str, dict[str, Any]] = {}
+    for offer in entry_points(ENTRY_POINTS):
+        kind, _, name = offer.name.partition(".")
+        fix = f"fix the entry point or uninstall {package_of(offer)}"
+        if kind not in KINDS or not name:
+            raise ConfigError(
+                f"entry point {offer.name!r} ({ENTRY_POINTS}) of {package_of(offer)} names no "
+                f"known kind: write KIND.NAME with KIND one of {', '.join(KINDS)}; {fix}"
+            )
+        if name in KINDS[kind].built_in or name in found.get(kind, {}):
+            first = found.get(kind, {}).get(name)
+            other = f"by {package_of(first)} too" if first else "a built-in name"
+            raise ConfigError(
+                f"{package_of(offer)} offers {kind} {name!r} ({ENTRY_POINTS}), {other}; {fix}"
+            )
+        found.setdefault(kind, {})[name] = offer
+    return found
 
 
 POSITIONAL: Registry = Registry(

@@ -18,10 +18,12 @@ def cache_repo(folder: Path, repo_id: str, cache: Path) -> Path:
     snapshot = root / "snapshots" / commit
     (root / "blobs").mkdir(parents=True)
     snapshot.mkdir(parents=True)
-    for file in folder.iterdir():
+    for file in sorted(f for f in folder.rglob("*") if f.is_file()):  # plugins/ too
         blob = root / "blobs" / hashlib.sha256(file.read_bytes()).hexdigest()
         shutil.copyfile(file, blob)
-        (snapshot / file.name).symlink_to(os.path.relpath(blob, snapshot))
+        link = snapshot / file.relative_to(folder)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
     (root / "refs").mkdir()
     (root / "refs" / "main").write_text(commit)
     return snapshot

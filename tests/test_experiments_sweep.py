@@ -1,7 +1,8 @@
 """`t2 sweep` end to end on tiny runs (two arms x two seeds, six steps each): the report's
 and `t2 compare`'s numbers are those of the runs' own metrics.jsonl and results.json, a
-clearly better arm is called better, an interrupted sweep continues without retraining
-finished runs, and a failing run stops the sweep in one line."""
+clearly better arm is called better, an arm may set a plugin's component (the DyT example),
+an interrupted sweep continues without retraining finished runs, and a failing run stops
+the sweep in one line."""
 
 from __future__ import annotations
 
@@ -10,19 +11,23 @@ import csv
 import io
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 import yaml
 from test_train_runs import TINY
 
+from t2.atomic import sha256
 from t2.cli import main
 from t2.experiments.compare import duration
 from t2.experiments.planbook import read_book
 from t2.machine import describe
+from t2.plugins import isolated
 from t2.rundir import RunDir, read_records
 
 pytestmark = pytest.mark.slow
 SEEDS = (1, 2)
+DYT = Path(__file__).resolve().parent.parent / "examples" / "plugins" / "dyt.py"
 
 
 def t2(*args) -> tuple[int, str]:
@@ -36,8 +41,9 @@ def t2(*args) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """The sweep file, its output folder and the first sweep's stdout. `slow` peaks at
-    1e-4, `fast` at quickstart's 2e-3: after six steps its loss is far lower."""
-    with pytest.MonkeyPatch.context() as mp:
+    1e-4, `fast` at quickstart's 2e-3: after six steps its loss is far lower. `fast` sets
+    the norm of a plugin (DyT), forgotten when the module's tests end."""
+    with pytest.MonkeyPatch.context() as mp, isolated():
         mp.setenv("OMP_NUM_THREADS", "1")  # the runs are child processes: they inherit it
         mp.setenv("TOKENIZERS_PARALLELISM", "false")
         root = tmp_path_factory.mktemp("sweep")
@@ -51,7 +57,11 @@ def tiny(tmp_path_factory):
             "set": common,
             "robustness": True,
             "baseline": "slow",
-            "arms": {"slow": {"set": {"train.max_lr": 1.0e-4}}, "fast": {}},
+            "plugins": [str(DYT)],
+            "arms": {
+                "slow": {"set": {"train.max_lr": 1.0e-4}},
+                "fast": {"set": {"model.norm": "dyt"}},
+            },
         }
         path = root / "tiny.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -117,6 +127,18 @@ def test_the_report_holds_the_runs_own_numbers(tiny):
         ]
         # the suite's clean control is the run's last validation: same pairs, same weights
         assert control["loss"] == pytest.approx(last_valid(run)["valid_loss"], rel=1e-4)
+
+
+def test_an_arm_sets_a_plugin_s_component_and_its_runs_keep_the_plugin(tiny):
+    path, out, _ = tiny
+    for (arm, _), run in runs(out).items():
+        config = yaml.safe_load(RunDir(run).config.read_text())
+        assert config["model"]["norm"] == ("dyt" if arm == "fast" else "layernorm")
+        manifest = json.loads((RunDir(run).plugins / "manifest.json").read_text())
+        assert [(p["file"], p["sha256"], p["registers"]) for p in manifest["plugins"]] == [
+            ("dyt.py", sha256(DYT), ["norm dyt"])
+        ]
+        assert f"--plugin {DYT}" in RunDir(run).file("sweep.log").read_text()
 
 
 def test_records_carry_a_sweep_to_a_machine_without_its_weights(tiny, tmp_path):

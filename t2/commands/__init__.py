@@ -15,4 +15,5 @@ VERBS = (
     "push",
     "export",
     "sanity",
+    "components",
 )

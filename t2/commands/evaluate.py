@@ -11,6 +11,7 @@ import argparse
 from t2.commands.options import (
     add_decode_arguments,
     add_engine_arguments,
+    add_trust_argument,
     check_out_folder,
     decode_changes,
     default_device,
@@ -40,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--langpair", help="language pair of --testset, e.g. de-en")
     add_decode_arguments(parser, nbest=False)
     add_engine_arguments(parser)
+    add_trust_argument(parser)
     parser.add_argument("--out", help="folder for hyps.txt and scores.json (default: beside it)")
     parser.add_argument("--show", type=int, default=10, help="rows of the sample table")
 
@@ -64,5 +66,6 @@ def run(args: argparse.Namespace) -> None:
         engine=args.engine,
         precision=args.precision,
         workers=args.workers,
+        trust_plugins=args.trust_plugins,
     )
     evaluate(opts)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.commands.options import check_out_folder
+from t2.commands.options import add_trust_argument, check_out_folder
 from t2.formats.options import add_export_options, export_options
 
 HELP = "export a trained model as a Hugging Face (hf) or CTranslate2 (ct2) folder"
@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="export the average of the last N checkpoints (the paper used 5)",
     )
+    add_trust_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -48,6 +49,11 @@ def run(args: argparse.Namespace) -> None:
     check_out_folder(args.out)
     options = export_options(args)
     folder = export(
-        args.checkpoint, args.format, args.out, average_last=args.average_last, **options
+        args.checkpoint,
+        args.format,
+        args.out,
+        average_last=args.average_last,
+        trust_plugins=args.trust_plugins,
+        **options,
     )
     print(f"exported {args.checkpoint} to {folder} ({args.format})")

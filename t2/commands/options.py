@@ -29,6 +29,29 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
+    """--plugin, on every verb (t2.cli imports them before it parses: t2.plugins)."""
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="FILE_OR_MODULE",
+        help="import a plugin first: a .py file or a module that registers components "
+        "(repeatable; docs/components.md). A run keeps a copy of each, which its later "
+        "commands find without this flag",
+    )
+
+
+def add_trust_argument(parser: argparse.ArgumentParser) -> None:
+    """--trust-plugins, on the verbs that open exported folders and hub repos."""
+    parser.add_argument(
+        "--trust-plugins",
+        action="store_true",
+        help="run the plugin code an hf folder, a CTranslate2 export or a hub repo carries "
+        "(read it first); a run directory's own copies need no flag",
+    )
+
+
 def add_decode_arguments(parser: argparse.ArgumentParser, nbest: bool) -> None:
     """A flag per decode.* key (--beam-size, --lenpen, --search, --temperature, ...), then
     --average-last and --device; `nbest`: whether the verb writes n-best lists."""

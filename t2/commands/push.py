@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.commands.options import check_out_folder
+from t2.commands.options import add_trust_argument, check_out_folder
 
 HELP = "upload a run's checkpoint to the Hugging Face Hub with a generated model card"
 
@@ -21,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--message", help="commit message (default: t2 VERSION: NAME)")
     parser.add_argument("--out", help="keep the saved folder here (default: a temporary one)")
+    add_trust_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -29,6 +30,11 @@ def run(args: argparse.Namespace) -> None:
     if args.out:
         check_out_folder(args.out)
     url = push(
-        args.checkpoint, args.repo_id, private=args.private, message=args.message, out=args.out
+        args.checkpoint,
+        args.repo_id,
+        private=args.private,
+        message=args.message,
+        out=args.out,
+        trust_plugins=args.trust_plugins,
     )
     print(f"pushed {args.checkpoint} to {args.repo_id}: {url}")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from t2.atomic import atomic_text
-from t2.commands.options import default_device
+from t2.commands.options import add_trust_argument, default_device
 from t2.errors import ConfigError, DataError
 
 HELP = "report 003's robustness suite: perturbed sources, checkpoints side by side"
@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
     parser.add_argument("--out", default="robustness.json", help="JSON file to write")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    add_trust_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> None:
     sources, references = data.sources[:limit], data.references[0][:limit]
     results = {}
     for path in args.checkpoint:
-        opened = open_model(path, device=device)
+        opened = open_model(path, device=device, trust_plugins=args.trust_plugins)
         if opened.model is None:
             raise ConfigError(
                 f"{path} is a {opened.kind} export; the suite needs t2's model: "

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> None:
     from t2.experiments.sweep import dry_run, plan, plan_sweep, record_plan, run_sweep
     from t2.experiments.sweepfile import load_sweep
 
-    sweep = load_sweep(args.sweep)
+    sweep = load_sweep(args.sweep, args.plugin)  # its runs get the file's and these
     out = check_out_folder(args.out or Path("runs") / "sweeps" / sweep.name)
     records = check_out_folder(args.records, "--records") if args.records else None
     if records is not None:

@@ -58,7 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from t2.errors import ConfigError
     from t2.recipes import load_config
+    from t2.rundir import load_kept
 
+    out = Path(args.out or Path("runs") / Path(args.recipe).stem)
+    if args.resume:  # the run's own plugin copies first: its config names their components
+        load_kept(out, trusted=True)
     cfg = load_config(args.recipe, args.overrides)
     if (args.device_memory or args.processes != 1) and not args.dry_run:
         raise ConfigError(
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> None:
         memory = parse_size(args.device_memory) if args.device_memory else None
         print(describe(cfg, args.recipe, args.processes, local_device(memory)))
         return
-    out = check_out_folder(args.out or Path("runs") / Path(args.recipe).stem)
+    check_out_folder(out)
     if not sys.stderr.isatty():  # in a log file, datasets' progress bars are only noise
         import datasets
 

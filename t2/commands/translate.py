@@ -18,6 +18,7 @@ from typing import TextIO
 from t2.commands.options import (
     add_decode_arguments,
     add_engine_arguments,
+    add_trust_argument,
     decode_changes,
     default_device,
 )
@@ -38,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", help="file to write (default: standard output)")
     add_decode_arguments(parser, nbest=True)
     add_engine_arguments(parser)
+    add_trust_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -56,6 +58,7 @@ def run(args: argparse.Namespace) -> None:
         precision=args.precision,
         workers=args.workers,
         engine=args.engine,
+        trust_plugins=args.trust_plugins,
     )
     engine = opened.engine
     decode = opened.cfg.decode.updated(**decode_changes(args))  # checked again

@@ -11,7 +11,7 @@ t2.decoding.common)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
@@ -57,6 +57,7 @@ class Live:
         self.shortest = int(self.max_len.min())
 
 
+@runtime_checkable  # a search from outside t2 is checked to be one (t2.model.interface)
 class Strategy(Protocol):
     """What differs between searches: how many copies of a sentence it decodes (sampling's
     n samples), how many rows a copy takes after the first step (beams), and how each step's

@@ -37,6 +37,7 @@ class EvalOptions:
     engine: str | None = None  # t2 or ct2: only checks what the folder is (t2.opener)
     precision: str | None = None  # t2.serve.PRECISIONS; None: as stored
     workers: int = 1  # CTranslate2: batches decoded at once
+    trust_plugins: bool = False  # an exported folder's plugin code may run (t2.rundir.plugins)
 
 
 def decode_settings(base: DecodeConfig, opts: EvalOptions) -> DecodeConfig:
@@ -54,6 +55,7 @@ def evaluate(opts: EvalOptions) -> list[dict[str, Any]]:
         precision=opts.precision,
         workers=opts.workers,
         engine=opts.engine,
+        trust_plugins=opts.trust_plugins,
     )
     sets = choose_testsets(opened.cfg, opts.src, opts.ref, opts.testsets, opts.langpair)
     reports = []

@@ -3,6 +3,7 @@
     name: variants           # W&B group and default output folder; default: the file's name
     base: multi30k           # the recipe every arm starts from
     seeds: [1, 2, 3]
+    plugins: [dyt.py]        # plugin files (relative to this file) or modules; optional
     budget: {max_minutes: 10}   # max_steps / max_minutes / max_train_tokens -> train.*
     compare_at: time         # steps | tokens | time; default: the budget's (steps if several)
     baseline: base           # the arm the others are compared with; default: the first
@@ -21,14 +22,17 @@
       v2: {recipe: v2_rope_rmsnorm}
 
 Every arm's config is built and checked when the file loads, so a typo fails in one line
-before any training. Each arm x seed becomes one `train.py` command (`command`).
+before any training. Each arm x seed becomes one `train.py` command (`command`), with a
+--plugin for each of the sweep's plugins (the file's and `t2 sweep --plugin`'s), so an
+arm may set a component a plugin registers.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ import yaml
 from t2.config import check_keys, load_yaml
 from t2.errors import ConfigError
 from t2.experiments.rule import Rule, parse_rule
+from t2.plugins import is_file_spec, load_plugins
 from t2.recipes import load_config
 
 KEYS = (
@@ -51,6 +56,7 @@ KEYS = (
     "detect",
     "rule",
     "arms",
+    "plugins",
 )
 BUDGET = {
     "max_steps": "train.max_steps",
@@ -85,6 +91,7 @@ class Sweep:
     arms: tuple[Arm, ...]
     robustness: bool
     rule: Rule = Rule()  # the decision rule the sweep file states
+    plugins: tuple[str, ...] = ()  # absolute paths of plugin files, or module names
     plan: str = ""  # the hash of its recorded plan (t2.experiments.plan), once recorded
 
     @property
@@ -112,9 +119,11 @@ class Sweep:
         """The arguments of `t2 train` (or train.py) for one run. --resume always: a new
         run starts from scratch, an interrupted one (killed, preempted) continues."""
         sets = [arg for kv in self.overrides(arm, seed) for arg in ("--set", kv)]
+        plugins = [arg for plugin in self.plugins for arg in ("--plugin", plugin)]
         return [
             "--recipe",
             arm.recipe,
+            *plugins,
             *sets,
             "--out",
             str(self.run_dir(out, arm, seed)),
@@ -225,11 +234,23 @@ def parse_sweep(raw: Any, path: Path) -> Sweep:
     seeds = _seeds(raw.get("seeds"), where)
     rule = parse_rule(raw.get("rule"), raw.get("detect"), where, len(seeds))
     robustness = raw.get("robustness", False)
-    return Sweep(path, name, seeds, budget, compare_at, baseline, arms, robustness, rule)
+    plugins = _plugins(raw.get("plugins") or [], path.parent)
+    return Sweep(
+        path, name, seeds, budget, compare_at, baseline, arms, robustness, rule, plugins=plugins
+    )
 
 
-def load_sweep(path: str | Path) -> Sweep:
-    """Read and check a sweep file, building every arm's config (one line on a typo)."""
+def _plugins(specs: Any, folder: Path) -> tuple[str, ...]:
+    """Plugin files as absolute paths (relative ones to `folder`), module names as given."""
+    if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
+        raise ConfigError("a sweep's plugins must be a list of .py files or module names")
+    absolute = (str((folder / s).absolute()) if is_file_spec(s) else s for s in specs)
+    return tuple(dict.fromkeys(absolute))
+
+
+def load_sweep(path: str | Path, plugins: Sequence[str] = ()) -> Sweep:
+    """Read and check a sweep file, building every arm's config (one line on a typo);
+    `plugins` (--plugin, relative to the working folder) are added to the file's."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"sweep file {path} not found; pass a YAML file (see sweeps/)")
@@ -239,6 +260,9 @@ def load_sweep(path: str | Path) -> Sweep:
         reason = str(err).strip().splitlines()[0]
         raise ConfigError(f"sweep file {path} is not valid YAML ({reason}); fix it") from None
     sweep = parse_sweep(raw, path)
+    extra = _plugins(list(plugins), Path.cwd())
+    sweep = replace(sweep, plugins=tuple(dict.fromkeys((*sweep.plugins, *extra))))
+    load_plugins(sweep.plugins)  # before the arms' configs, which may name their components
     for arm in sweep.arms:
         try:
             load_config(arm.recipe, sweep.overrides(arm, sweep.seeds[0]))

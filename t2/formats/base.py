@@ -63,6 +63,9 @@ class ModelFormat(ABC):
     engine: str = ""  # the engine that reads its folders (--engine; t2.formats.options)
     averages: bool = False  # its folders hold several checkpoints: --average-last N
     parallel: bool = False  # its engine decodes several batches at once: --workers N
+    # its folders are written by `t2 train` (never downloaded): their own plugin copies run
+    # without --trust-plugins (t2.rundir.plugins)
+    own_plugins: bool = False
 
     @staticmethod
     @abstractmethod

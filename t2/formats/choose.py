@@ -10,12 +10,18 @@ from pathlib import Path
 from t2.errors import CheckpointError, ConfigError
 from t2.formats.base import ModelFormat
 from t2.formats.run import RunFormat
+from t2.model.interface import build
 from t2.registry import EXPORT
+
+
+def export_format(name: str) -> ModelFormat:
+    """The export format registered as `name`, checked to be a ModelFormat."""
+    return build(EXPORT, name, ModelFormat)
 
 
 def all_formats() -> list[ModelFormat]:
     """Every format, the export formats by name, then the run format."""
-    return [*(EXPORT.get(name)() for name in EXPORT.names()), RunFormat()]
+    return [*(export_format(name) for name in EXPORT.names()), RunFormat()]
 
 
 def format_named(name: str) -> ModelFormat:

@@ -61,6 +61,7 @@ class RunFormat(ModelFormat):
     holds = "a run directory or checkpoint holds config.yaml"
     engine = "t2"
     averages = True
+    own_plugins = True
 
     @staticmethod
     def detect(folder: Path) -> bool:

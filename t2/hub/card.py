@@ -17,6 +17,7 @@ from t2 import __version__
 from t2.config import Config
 from t2.decoding.options import output_settings
 from t2.hub.facts import RunFacts
+from t2.rundir.plugins import kept_components
 
 ARCHITECTURE = (
     "d_model",
@@ -221,16 +222,24 @@ def scores_section(cfg: Config, facts: RunFacts) -> str:
     return "\n\n".join(parts)
 
 
-def usage_section(name: str) -> str:
+def usage_section(name: str, plugins: list[str]) -> str:
+    """How to load the folder; `plugins`: the components its plugin code registers."""
+    trust, flag, note = "", "", ""
+    if plugins:  # its code runs only when trusted (t2.rundir.plugins)
+        trust, flag = ", trust_plugins=True", " --trust-plugins"
+        note = (
+            f"The model's {', '.join(plugins)} is plugin code in `plugins/`, which t2 runs "
+            f"only when asked: read it, then load with the option below.\n\n"
+        )
     return (
-        f"## Use\n\n```python\nfrom t2.hub import from_pretrained\n\n"
-        f'pretrained = from_pretrained("{name}")  # a folder, or a hub repo id\n'
+        f"## Use\n\n{note}```python\nfrom t2.hub import from_pretrained\n\n"
+        f'pretrained = from_pretrained("{name}"{trust})  # a folder, or a hub repo id\n'
         f'print(pretrained.translate(["..."]))  # the run\'s decode settings\n'
         f'print(pretrained.translate(["..."], pretrained.decode.updated(beam_size=5)))\n'
         f"```\n\n"
         f"From the command line, on a local copy (`hf download REPO_ID --local-dir DIR` for "
-        f"a hub repo):\n\n```bash\nt2 translate --checkpoint DIR --input FILE\n"
-        f"t2 evaluate --checkpoint DIR --src SRC --ref REF\n```"
+        f"a hub repo):\n\n```bash\nt2 translate --checkpoint DIR --input FILE{flag}\n"
+        f"t2 evaluate --checkpoint DIR --src SRC --ref REF{flag}\n```"
     )
 
 
@@ -250,6 +259,6 @@ def model_card(ckpt: Path, cfg: Config, parameters: dict[str, int], name: str) -
         training_section(cfg, facts),
         validation_section(facts),
         scores_section(cfg, facts),
-        usage_section(name),
+        usage_section(name, kept_components(ckpt)),
     ]
     return "\n\n".join(parts) + "\n"

@@ -23,6 +23,7 @@ from t2.hub.download import locate
 from t2.hub.layout import CARD, CONFIG_JSON, HUB_FORMAT, REQUIRED, SECTIONS, TOP_KEYS, WEIGHTS
 from t2.model.transformer import Transformer
 from t2.rundir.loading import check_vocabulary
+from t2.rundir.plugins import carry_plugins, load_kept
 from t2.rundir.store import load_weights, save_weights, unique_state
 from t2.serve.engine import translate
 
@@ -100,9 +101,12 @@ class Bundle:
         revision: str | None = None,
         cache_dir: str | Path | None = None,
         device: str | torch.device = "cpu",
+        trust_plugins: bool = False,
     ) -> Bundle:
-        """A local folder, else a hub repo id (owner/name) through the hub's cache."""
-        return load_folder(locate(name, revision, cache_dir), device)
+        """A local folder, else a hub repo id (owner/name) through the hub's cache.
+        `trust_plugins`: import the plugin code the folder carries (read it first); without
+        it such a folder is refused in one line, unless this process has that code already."""
+        return load_folder(locate(name, revision, cache_dir), device, trust_plugins)
 
     def t2_model(self) -> Transformer:
         """The model, or a one-line error where the weights are another engine's."""
@@ -116,9 +120,12 @@ class Bundle:
     def save_pretrained(
         self, folder: str | Path, card: str | None = None, source: dict | None = None
     ) -> Path:
-        """This bundle as a saved folder (the module's save_pretrained), with `card`."""
+        """This bundle as a saved folder (the module's save_pretrained), with `card` and
+        the plugins that the run or folder it was read from keeps."""
         model = self.t2_model()
-        return save_pretrained(model, self.config, self.tokenizer, folder, card, source)
+        return save_pretrained(
+            model, self.config, self.tokenizer, folder, card, source, plugins_of=self.path
+        )
 
     def translate(self, sentences: Sequence[str], decode: DecodeConfig | None = None) -> list[str]:
         """Best translations in input order, with `decode` (default: the run's own settings;
@@ -133,9 +140,12 @@ def from_pretrained(name: str | Path, **kwargs: Any) -> Bundle:
     return Bundle.from_pretrained(name, **kwargs)
 
 
-def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Bundle:
-    """Read a saved folder: config, then the weights into the model it describes (every
-    name and shape checked), then the tokenizer (its size checked against the model)."""
+def load_folder(
+    folder: str | Path, device: str | torch.device = "cpu", trust_plugins: bool = False
+) -> Bundle:
+    """Read a saved folder: its plugins (only with `trust_plugins`, t2.rundir.plugins),
+    config, then the weights into the model it describes (every name and shape checked),
+    then the tokenizer (its size checked against the model)."""
     folder = Path(folder)
     missing = [name for name in REQUIRED if not (folder / name).is_file()]
     if missing:
@@ -143,6 +153,7 @@ def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> Bundl
             f"{folder} lacks {', '.join(missing)}; pass a folder written by t2 save, t2 push "
             f"or Bundle.save_pretrained"
         )
+    load_kept(folder, trust_plugins)
     cfg = read_config_json(folder)
     model = Transformer(cfg.model)
     load_weights(model, folder)
@@ -159,9 +170,11 @@ def save_pretrained(
     folder: str | Path,
     card: str | None = None,
     source: dict[str, Any] | None = None,
+    plugins_of: Path | None = None,
 ) -> Path:
     """Write the folder atomically (assembled beside it, then renamed into place); an
-    existing folder is replaced only if it is a saved model or empty."""
+    existing folder is replaced only if it is a saved model or empty. `plugins_of`: a
+    run, checkpoint or folder whose plugins/ the folder carries (t2.rundir.plugins)."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass a folder to save the model in")
@@ -176,4 +189,6 @@ def save_pretrained(
         tokenizer.save_pretrained(tmp)
         if card is not None:
             (tmp / CARD).write_text(card, encoding="utf-8")
+        if plugins_of is not None:
+            carry_plugins(plugins_of, tmp)
     return folder

@@ -15,10 +15,9 @@ from einops import rearrange
 from torch import nn
 
 from t2.model.flex import BlockMasks, flex_attention_masked
-from t2.model.kernels import attention_weights
+from t2.model.kernels import attention_weights, kernel_named
 from t2.model.packing import Packing
 from t2.model.positional import Positional
-from t2.registry import ATTENTION
 
 Tensor = torch.Tensor
 
@@ -134,7 +133,7 @@ class _Attention(nn.Module):
         super().__init__()
         self.n_heads = n_heads
         self.dropout = dropout
-        self.kernel = ATTENTION.get(kernel)
+        self.kernel = kernel_named(kernel)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def _attend(

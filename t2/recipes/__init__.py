@@ -2,7 +2,9 @@
 checkout's top-level recipes/ links here) that name a parent and change a few keys.
 
 A recipe is resolved by merging its parent chain (base first), then `--set` overrides,
-then building the typed Config, which checks every key and choice.
+then building the typed Config, which checks every key and choice. A recipe's `plugins:`
+(files relative to the recipe, or module names; its parents' first) are imported before
+the config is built, so that it may name their components (t2.plugins).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import yaml
 
 from t2.config import Config, check_keys, load_yaml
 from t2.errors import ConfigError
+from t2.plugins import is_file_spec, load_plugins
+
+PLUGINS = "plugins"  # a recipe's key beside its sections
 
 RECIPES_DIR = Path(os.environ.get("T2_RECIPES", Path(__file__).resolve().parent))
 
@@ -58,7 +63,23 @@ def load_raw(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"recipe {path} must be a mapping (parent:, model:, ...); fix the file")
     parent = raw.pop("parent", None)
-    return _deep_merge(load_raw(parent, _seen + (name,)) if parent else {}, raw)
+    inherited = load_raw(parent, _seen + (name,)) if parent else {}
+    merged = _deep_merge(inherited, raw)
+    if PLUGINS in raw:  # the parent's, then this recipe's, each relative to its own file
+        merged[PLUGINS] = [*inherited.get(PLUGINS, []), *_plugins(raw, path)]
+    return merged
+
+
+def _plugins(raw: dict[str, Any], path: Path) -> list[str]:
+    """A recipe's `plugins:` with each file's path made absolute (relative to the recipe)."""
+    specs = raw[PLUGINS]
+    if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
+        raise ConfigError(
+            f"recipe {path}: plugins must be a list of .py files (relative to the recipe) or "
+            f"module names"
+        )
+    folder = path.resolve().parent
+    return [str(folder / s) if is_file_spec(s) and not Path(s).is_absolute() else s for s in specs]
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -79,4 +100,6 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 
 def load_config(name: str, overrides: list[str] | None = None) -> Config:
-    return Config.from_dict(apply_overrides(load_raw(name), overrides or []))
+    raw = apply_overrides(load_raw(name), overrides or [])
+    load_plugins(raw.pop(PLUGINS, []))
+    return Config.from_dict(raw)

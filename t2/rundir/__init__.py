@@ -8,6 +8,7 @@
       test.hyps.txt      the best checkpoint's test translations, a line each
       test.refs.txt      their references (paired significance tests compare these)
       results.json       the best checkpoint's test scores, written when training ends
+      plugins/           a copy of each plugin file the run was given, with its SHA-256
       checkpoints/
         step-0000400/    model.safetensors, config.yaml, training_state.pt, meta.json
                          (versions, step, SHA-256 of each file) and COMPLETE, written last
@@ -33,6 +34,7 @@ from t2.rundir.layout import (
 )
 from t2.rundir.loading import check_vocabulary
 from t2.rundir.metrics import read_records, rewrite_records
+from t2.rundir.plugins import carry_plugins, keep_plugins, load_kept
 from t2.rundir.store import (
     load_model,
     load_training_state,
@@ -49,11 +51,14 @@ __all__ = [
     "RunDir",
     "average_checkpoints",
     "average_weights",
+    "carry_plugins",
     "check_vocabulary",
     "eval_folder",
     "is_complete",
     "is_run_or_checkpoint",
+    "keep_plugins",
     "last_checkpoints",
+    "load_kept",
     "load_model",
     "load_training_state",
     "load_weights",

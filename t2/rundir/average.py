@@ -21,6 +21,7 @@ from t2.rundir.layout import (
     read_meta,
     resolve,
 )
+from t2.rundir.plugins import carry_plugins
 from t2.rundir.store import read_config, tokenizer_folder, verified, write_folder
 
 
@@ -97,7 +98,8 @@ def average_checkpoints(path: str | Path, n: int, out: str | Path | None = None)
     cfg_text = (newest / CONFIG).read_text(encoding="utf-8")
     meta = new_meta(read_meta(newest).get("world_size", 1), averaged=sources)
     with atomic_folder(folder) as tmp:
-        if out:
+        if out:  # self-contained: the run's tokenizer and plugins
             shutil.copytree(tokenizer_folder(newest, read_config(newest)), tmp / TOKENIZER)
+            carry_plugins(newest, tmp)
         write_folder(tmp, average_weights(found), cfg_text, meta)
     return folder

@@ -22,6 +22,7 @@ FIRST_RESUMABLE = 2  # the oldest format whose training state this t2 resumes
 CONFIG, META, TOKENIZER, CHECKPOINTS = "config.yaml", "meta.json", "tokenizer", "checkpoints"
 WEIGHTS, STATE, COMPLETE, BEST = "model.safetensors", "training_state.pt", "COMPLETE", "best"
 METRICS, RESULTS, LOCK = "metrics.jsonl", "results.json", ".lock"
+PLUGINS = "plugins"  # copies of the run's plugin files and their manifest (t2.rundir.plugins)
 # the test split's translations by the best checkpoint and its references, a line each:
 # what a paired significance test between two runs compares (t2.experiments.significance)
 TEST_HYPS, TEST_REFS = "test.hyps.txt", "test.refs.txt"
@@ -53,6 +54,7 @@ class RunDir:
     test_hyps = property(lambda self: self.path / TEST_HYPS)
     test_refs = property(lambda self: self.path / TEST_REFS)
     checkpoint_dir = property(lambda self: self.path / CHECKPOINTS)
+    plugins = property(lambda self: self.path / PLUGINS)
 
     def file(self, name: str) -> Path:
         """Another file at the top of the run (lr_find.png, W&B's folder, ...)."""

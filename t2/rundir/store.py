@@ -36,6 +36,7 @@ from t2.rundir.layout import (
     resolve,
     write_json,
 )
+from t2.rundir.plugins import load_kept
 
 STATE_KEYS = ("step", "optimizer", "scheduler", "rng", "data")
 
@@ -182,9 +183,11 @@ def load_training_state(ckpt: Path) -> dict[str, Any]:
 
 
 def read_config(ckpt: Path) -> Config:
+    """A checkpoint's config, after the plugins its run keeps (their names are in it)."""
     path = Path(ckpt) / CONFIG
     if not path.is_file():
         raise CheckpointError(f"checkpoint {ckpt} has no {CONFIG}; it was not written by t2")
+    load_kept(ckpt, trusted=True)  # a run's own copies (t2.rundir.plugins: trust)
     return Config.from_yaml(path.read_text(encoding="utf-8"), str(path), saved=True)
 
 

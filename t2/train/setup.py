@@ -21,7 +21,8 @@ from t2.errors import ConfigError
 from t2.machine import describe
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
-from t2.rundir import RunDir, new_meta, read_meta, write_json
+from t2.plugins import loaded
+from t2.rundir import RunDir, keep_plugins, load_kept, new_meta, read_meta, write_json
 from t2.train.collective import Waits, rendezvous
 from t2.train.compile_cache import CompileCache
 from t2.train.compiling import TrainingForward, wanted
@@ -211,6 +212,7 @@ def saved_config(run: RunDir) -> Config | None:
     if not run.config.is_file():
         return None
     read_meta(run.path)  # a run of a format this t2 cannot read fails here, in one line
+    load_kept(run.path, trusted=True)  # the plugins whose names the config holds
     return Config.from_yaml(run.config.read_text(encoding="utf-8"), str(run.config), saved=True)
 
 
@@ -241,6 +243,7 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
     if storage.run.writes:
         with atomic_text(run.config) as f:
             f.write(cfg.to_yaml())
+        keep_plugins(run.path, loaded())  # copies of the plugins it was given (t2.plugins)
         machine = describe(accelerator.device.type == "cuda")
         sweep = {"sweep_plan": cfg.train.sweep_plan} if cfg.train.sweep_plan else {}
         meta = new_meta(accelerator.num_processes, recipe=recipe, machine=machine, **sweep)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from t2.decoding.common import Hypothesis
-from t2.decoding.loop import generate
+from t2.decoding.loop import Strategy, generate
+from t2.model.interface import build
 from t2.model.transformer import Transformer
 from t2.registry import SEARCH
 
@@ -30,5 +31,5 @@ def search(
     (B,) overrides the maximum output lengths of cfg.max_len_a and cfg.max_len_b."""
     if generator is None:  # sampling's draws: the same seed, the same output
         generator = torch.Generator(src.device).manual_seed(cfg.seed)
-    strategy = SEARCH.get(cfg.search)(cfg, generator)
+    strategy = build(SEARCH, cfg.search, Strategy, decode=cfg, generator=generator)
     return generate(model, src, cfg, strategy, lengths)

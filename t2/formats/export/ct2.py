@@ -14,10 +14,10 @@ from t2.atomic import atomic_folder
 from t2.data.tokenizer import load_tokenizer
 from t2.errors import ConfigError, ExportError
 from t2.formats.base import ModelFormat, Opened
-from t2.hub.layout import TOKENIZER_FILES
+from t2.hub.layout import PLUGIN_FILES, TOKENIZER_FILES
 from t2.hub.pretrained import Bundle
 from t2.registry import EXPORT
-from t2.rundir import check_vocabulary
+from t2.rundir import carry_plugins, check_vocabulary, load_kept
 from t2.serve.ct2 import (
     EXPORT_FORMAT,
     EXPORT_META,
@@ -64,7 +64,7 @@ class Ct2Format(ModelFormat):
     options = ("quantization",)
     engine = "ct2"
     parallel = True
-    files = (*CT2_FILES, *TOKENIZER_FILES, EXPORT_META)
+    files = (*CT2_FILES, *TOKENIZER_FILES, EXPORT_META, PLUGIN_FILES)
 
     @staticmethod
     def detect(folder: Path) -> bool:
@@ -74,6 +74,7 @@ class Ct2Format(ModelFormat):
         self, folder: Path, device: str, precision: str | None, workers: int, average_last: int
     ) -> Opened:
         require_ctranslate2()
+        load_kept(folder, trusted=False)  # its plugins: loaded by the opener if trusted
         meta, cfg = read_export(folder)
         tokenizer = load_tokenizer(folder)
         fix = "export the run again"
@@ -97,4 +98,5 @@ class Ct2Format(ModelFormat):
             opened.tokenizer.save_pretrained(str(tmp))
             record = json.dumps(export_record(opened, quantization), indent=2) + "\n"
             (tmp / EXPORT_META).write_text(record, encoding="utf-8")
+            carry_plugins(opened.path, tmp)  # the code its config's plugin names need
         return out

@@ -12,6 +12,7 @@ from torch import nn
 
 from t2.facts import gated_hidden_size
 from t2.model.fused import Dropout, gated_projection
+from t2.model.interface import build, keeps_shape
 from t2.model.summary import as_declared
 from t2.registry import FFN
 
@@ -55,5 +56,6 @@ class GatedFeedForward(nn.Module):
 
 
 def build_ffn(name: str, d_model: int, d_ff: int, dropout: float, bias: bool) -> nn.Module:
-    ffn = FFN.get(name)(d_model, d_ff, dropout, bias)
-    return as_declared(FFN, name, ffn, FFN.facts(name).params(d_model, d_ff, bias))
+    ffn = build(FFN, name, nn.Module, d_model=d_model, d_ff=d_ff, dropout=dropout, bias=bias)
+    as_declared(FFN, name, ffn, FFN.facts(name).params(d_model, d_ff, bias))
+    return keeps_shape(FFN, name, ffn, d_model)

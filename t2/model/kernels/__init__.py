@@ -10,14 +10,25 @@ broadcastable to (B, H, Tq, Tk) in float (a positional scheme's, such as ALiBi's
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from t2.model.codepath import code_path
+from t2.model.interface import takes
+from t2.registry import ATTENTION
 
 Tensor = torch.Tensor
+CALL = ("q", "k", "v", "key_padding", "causal", "dropout_p")  # and bias=, as attention calls
+
+
+def kernel_named(name: str) -> Callable[..., Tensor]:
+    """The kernel registered as `name`, checked to take the call attention makes."""
+    kernel = ATTENTION.get(name)
+    takes(ATTENTION, name, kernel, *CALL, bias=None)
+    return kernel
 
 
 def _bool_mask(

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from torch import nn
 
+from t2.model.interface import build, keeps_shape
 from t2.model.summary import as_declared
 from t2.registry import NORM
 
 
 def build_norm(name: str, d_model: int, eps: float) -> nn.Module:
-    norm = NORM.get(name)(d_model, eps)
-    return as_declared(NORM, name, norm, NORM.facts(name).params(d_model))
+    norm = build(NORM, name, nn.Module, d_model=d_model, eps=eps)
+    as_declared(NORM, name, norm, NORM.facts(name).params(d_model))
+    return keeps_shape(NORM, name, norm, d_model)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from t2.model.interface import build
 from t2.model.summary import as_declared
 from t2.registry import POSITIONAL
 
@@ -71,6 +72,14 @@ class Positional(nn.Module):
 def build_positional(
     name: str, d_model: int, d_head: int, max_positions: int, base: float
 ) -> Positional:
-    scheme = POSITIONAL.get(name)(d_model, d_head, max_positions, base)
+    scheme = build(
+        POSITIONAL,
+        name,
+        Positional,
+        d_model=d_model,
+        d_head=d_head,
+        max_positions=max_positions,
+        base=base,
+    )
     params = POSITIONAL.facts(name).params(d_model, max_positions)
     return as_declared(POSITIONAL, name, scheme, params)
