@@ -111,6 +111,7 @@ def test_unknown_task_fails_with_the_valid_names() -> None:
 
 def test_a_task_space_too_small_for_the_eval_size_fails_clearly(monkeypatch) -> None:
     tiny = lambda rng: (str(rng.randrange(40)), "x")  # noqa: E731  (40 inputs, ~2 in valid)
-    monkeypatch.setitem(TASKS._entries, "tiny", tiny)
+    monkeypatch.setattr(TASKS, "_entries", dict(TASKS._entries))
+    TASKS.register("tiny")(tiny)
     with pytest.raises(DataError, match="fewer than 10 distinct valid inputs; lower data"):
         generate("tiny", "valid", 10, 1)
