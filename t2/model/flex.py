@@ -20,9 +20,9 @@ Tensor = torch.Tensor
 def flex_attention_masked(
     q: Tensor, k: Tensor, v: Tensor, key_padding: Tensor | None, causal: bool, bias: Tensor | None
 ) -> Tensor:
-    """softmax(q k^T / sqrt(Dh) + bias + mask) v for q (B, H, Tq, Dh), k and v (B, H, Tk,
-    Dh); key_padding (B, Tk) True at padding; causal bottom-right aligned; bias
-    broadcastable to (1, H, Tq, Tk)."""
+    """softmax(q k^T / sqrt(Dh) + bias + mask) v for q (B, H, Tq, Dh), k and v (B, Hkv, Tk,
+    Dh) with Hkv dividing H (t2.model.kernels); key_padding (B, Tk) True at padding; causal
+    bottom-right aligned; bias broadcastable to (B, H, Tq, Tk)."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     rows, n_queries, n_keys = q.shape[0], q.shape[-2], k.shape[-2]
@@ -39,9 +39,12 @@ def flex_attention_masked(
     block_mask = create_block_mask(allowed, rows, None, n_queries, n_keys, device=q.device)
     score_mod = None
     if bias is not None:
-        table = bias.to(q.dtype).expand(1, q.shape[1], n_queries, n_keys)
+        table = bias.to(q.dtype)
+        one_row = table.dim() < 4 or table.shape[0] == 1
+        table = table.expand(1 if one_row else rows, q.shape[1], n_queries, n_keys)
 
         def score_mod(score: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
-            return score + table[0, h, qi, ki]
+            return score + table[0 if one_row else b, h, qi, ki]
 
-    return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+    grouped = k.shape[1] != q.shape[1]
+    return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=grouped)
