@@ -172,7 +172,8 @@ def test_grouped_queries_and_qk_norm_are_their_papers_formulas(kind):
     """Ainslie et al. 2023 with 4 query heads in 2 groups: head h attends with key/value
     head h // 2; QK-norm (Dehghani et al. 2023): each head's queries and keys normalised
     over Dh (a gain, and LayerNorm's bias, of Dh shared by the heads) before q k^T /
-    sqrt(Dh). In self-attention (keys of x) and cross-attention (keys of the memory)."""
+    sqrt(Dh). In self-attention (keys of x) and in a cross-attention given the norms (keys
+    of the memory; t2's layers give it none, t2.model.attention says why)."""
     torch.manual_seed(0)
     make = lambda: build_norm(kind, 8, 1e-5)  # noqa: E731
     self_attn = SelfAttention(32, 4, 0.0, True, "sdpa", 2, make).double().eval()

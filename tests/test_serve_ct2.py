@@ -65,8 +65,9 @@ def randomise(model: Transformer, seed: int, gain: float = 4.0) -> None:
                 tables = ("embed", "output", "positional")
                 scale = 1.0 if any(t in name for t in tables) else gain
                 p.copy_(torch.randn(p.shape, generator=gen) * scale / p.shape[1] ** 0.5)
-            elif name.endswith("weight"):  # norm gains
-                p.copy_(1 + 0.3 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("weight"):  # norm gains; QK-norm's x2 (its scores x4, as gain)
+                sharp = 2.0 if "q_norm" in name or "k_norm" in name else 1.0
+                p.copy_(sharp * (1 + 0.3 * torch.randn(p.shape, generator=gen)))
             else:
                 p.copy_(0.3 * torch.randn(p.shape, generator=gen))
 
@@ -93,10 +94,24 @@ def plant_eos(model: Transformer, seed: int, share: float = 0.2) -> None:
         weight[2] = torch.quantile(needed, share) * direction
 
 
+def decisive(model: Transformer, ids: list[list[int]], margin: float = 1e-3) -> bool:
+    """Whether at every greedy step t2's chosen token leads the next best by `margin` in
+    log-probability: two engines' float32 roundings (up to 2e-4 apart by 30 positions with
+    relative positions) then cannot swap them."""
+    for source, tokens in zip(_SOURCES, ids, strict=True):
+        tgt_in = torch.tensor([[1, *tokens]])
+        with torch.no_grad():
+            logp = F.log_softmax(model(pad_batch([source], "cpu"), tgt_in).double(), -1)[0]
+        top = logp.topk(2).values  # (steps, 2): the last step chose EOS or hit the limit
+        if (top[:, 0] - top[:, 1]).min() < margin:
+            return False
+    return True
+
+
 def tiny_model(vocab_size: int, seed: int, **model) -> tuple[Transformer, list[list[int]]]:
     """The first of four random models whose greedy outputs on the test sources (returned
-    too) are non-degenerate: at least 2 of 12 end by EOS before the length limit, and at
-    least 4 differ."""
+    too) are non-degenerate and decisive: at least 2 of 12 end by EOS before the length
+    limit, at least 4 differ, and no step is a near-tie (`decisive`)."""
     cfg = ModelConfig(
         vocab_size=vocab_size,
         d_model=32,
@@ -114,7 +129,7 @@ def tiny_model(vocab_size: int, seed: int, **model) -> tuple[Transformer, list[l
         plant_eos(net, 1000 * attempt + seed)
         ids = [h[0].tokens for h in search(net, pad_batch(_SOURCES, "cpu"), GREEDY)]
         ended = sum(len(h) < n for h, n in zip(ids, limits, strict=True))
-        if ended >= 2 and len({tuple(h) for h in ids}) >= 4:
+        if ended >= 2 and len({tuple(h) for h in ids}) >= 4 and decisive(net, ids):
             return net, ids
     raise AssertionError(f"no non-degenerate random model for {model}")
 
@@ -132,10 +147,10 @@ def export_model(model: Transformer, tokenizer, root: Path, src_bos: bool, quant
 def test_every_combination_exports_with_identical_greedy_ids(
     vocab, tmp_path, positional, norm, ffn, place
 ):
-    """Tie options, bias, BOS in the source, norm epsilon, the sinusoid / RoPE base and the
-    learned table's size (3 rows past the longest source, so long outputs stop at the table)
-    vary along the sweep, so each meets every positional scheme; log-probabilities are
-    checked on random targets at every position."""
+    """Tie options, bias, BOS in the source, norm epsilon, the sinusoid / RoPE base, the
+    learned table's size (3 rows past the longest source, so long outputs stop at the table),
+    the key/value heads and QK-norm vary along the sweep, so each meets every positional
+    scheme; log-probabilities are checked on random targets at every position."""
     tokenizer, sentences = vocab
     i = COMBINATIONS.index((positional, norm, ffn, place))
     src_bos = (i // 2) % 2 == 0
@@ -147,6 +162,8 @@ def test_every_combination_exports_with_identical_greedy_ids(
         norm_eps=(1e-5, 0.1)[i % 4 // 3],
         rope_base=(1e4, 500.0)[i % 5 // 4],
         max_positions=short_table if positional == "learned" and i % 2 else 1024,
+        n_kv_heads=(0, 1, 2)[i % 3],  # of 4 heads: one each, multi-query, grouped
+        qk_norm=(i // 3) % 2 == 1,
     )
     model, ours = tiny_model(
         len(tokenizer), i, positional=positional, norm=norm, ffn=ffn, norm_position=place, **options

@@ -11,12 +11,15 @@ layer (Ainslie et al. group the decoder's only). The projections and the decodin
 then hold only the key/value heads.
 
 QK-norm (model.qk_norm; Dehghani et al. 2023, section 3.1, after Henry et al. 2020)
-normalises each head's queries and keys over Dh, in every attention layer, before the dot
-product (and before a rotary scheme rotates them): one norm of model.norm's kind for the
-queries and one for the keys of a layer, their gain (and LayerNorm's bias) of Dh shared by
-the heads. The scores keep their 1/sqrt(Dh): the paper's LayerNorm, with the norms' learned
-gains as the temperature. Henry et al.'s form, an L2 norm with one learned scale, is QK-norm
-over ScaleNorm."""
+normalises each head's queries and keys over Dh before their dot product (and before a
+rotary scheme rotates them): one norm of model.norm's kind for the queries and one for the
+keys of a layer, their gain (and LayerNorm's bias) of Dh shared by the heads. The scores
+keep their 1/sqrt(Dh): the paper's LayerNorm, with the norms' learned gains as the
+temperature (Henry et al.'s form, an L2 norm with one learned scale, is QK-norm over
+ScaleNorm). t2's layers normalise self-attention, as Dehghani et al. (a ViT has no other)
+and the language models that adopted it (OLMo 2, Qwen3, Gemma 3) do; cross-attention can
+take the norms too, but keeps none: CTranslate2 normalises a cross-attention's queries over
+the whole width, not per head, so the model would not export."""
 
 from __future__ import annotations
 

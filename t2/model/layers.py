@@ -42,10 +42,10 @@ def _residual(cfg: ModelConfig) -> Residual:
     return Residual(norm, cfg.dropout, cfg.norm_position == "pre")
 
 
-def _attention(cfg: ModelConfig) -> tuple:
-    """What every attention layer is built with, positional parts aside; QK-norm's norm is
-    model.norm's over one head (model.qk_norm)."""
-    qk_norm = (lambda: build_norm(cfg.norm, cfg.d_head, cfg.norm_eps)) if cfg.qk_norm else None
+def _attention(cfg: ModelConfig, qk_norm: bool) -> tuple:
+    """What an attention layer is built with, positional parts aside; QK-norm's norm is
+    model.norm's over one head (self-attention's with model.qk_norm: t2.model.attention)."""
+    norm = (lambda: build_norm(cfg.norm, cfg.d_head, cfg.norm_eps)) if qk_norm else None
     return (
         cfg.d_model,
         cfg.n_heads,
@@ -53,7 +53,7 @@ def _attention(cfg: ModelConfig) -> tuple:
         cfg.bias,
         cfg.attention,
         cfg.n_kv_heads,
-        qk_norm,
+        norm,
     )
 
 
@@ -66,7 +66,7 @@ def _self_attention(cfg: ModelConfig, positional: Positional, causal: bool) -> S
             f"{', '.join(takes)}"
         )
     part = build_layer_part(cfg.positional, positional, causal, cfg.d_head, cfg.n_heads)
-    return SelfAttention(*_attention(cfg), part)
+    return SelfAttention(*_attention(cfg, cfg.qk_norm), part)
 
 
 def _feed_forward(cfg: ModelConfig) -> nn.Module:
@@ -102,7 +102,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = _self_attention(cfg, positional, causal=True)
         self.ffn = _feed_forward(cfg)
-        self.cross_attn = CrossAttention(*_attention(cfg))
+        self.cross_attn = CrossAttention(*_attention(cfg, qk_norm=False))
         self.res_self, self.res_cross, self.res_ffn = _residual(cfg), _residual(cfg), _residual(cfg)
 
     def forward(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -48,8 +49,8 @@ def _bias(cfg: object, part: T5Bias) -> torch.Tensor:
     return part.weight.detach()
 
 
-def _max_distance(cfg: object, part: T5Bias) -> int:
-    return MAX_DISTANCE
+def _max_distance(cfg: object, part: T5Bias) -> np.int32:
+    return np.int32(MAX_DISTANCE)  # the spec's type
 
 
 @POSITIONAL.register(
