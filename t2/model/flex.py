@@ -46,5 +46,5 @@ def flex_attention_masked(
         def score_mod(score: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
             return score + table[0 if one_row else b, h, qi, ki]
 
-    grouped = k.shape[1] != q.shape[1]
-    return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=grouped)
+    gqa = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}  # a literal, not a symbol
+    return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, **gqa)

@@ -117,13 +117,14 @@ def sdpa_on(
         mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
         is_causal = False
     cuda = code_path(q) == "cuda"
-    grouped = k.shape[-3] != q.shape[-3]
-    if grouped and mask is not None and cuda:  # CUDA's masked kernel has no GQA (its doc)
-        k, v = repeat_kv(k, v, q.shape[-3])
-        grouped = False
+    gqa = {}  # a literal True where it applies: compiled, a comparison is a symbol
+    if k.shape[-3] != q.shape[-3] and mask is not None and cuda:
+        k, v = repeat_kv(k, v, q.shape[-3])  # CUDA's masked kernel has no GQA (its doc)
+    elif k.shape[-3] != q.shape[-3]:
+        gqa = {"enable_gqa": True}
     with sdpa_kernel(list(backends), set_priority=True) if cuda else contextlib.nullcontext():
         return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=grouped
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, **gqa
         )
 
 
