@@ -1,6 +1,7 @@
-"""t2 export --format ct2: every registered combination exported to CTranslate2 gives t2's
-greedy token ids and log-probabilities; beam search agrees on the 1-best; the CLI translates
-and evaluates with the export; what cannot be exported fails in one line."""
+"""t2 export --format ct2: every registered component, in a pairwise covering of the
+combinations, exported to CTranslate2 gives t2's greedy token ids and log-probabilities;
+beam search agrees on the 1-best; the CLI translates and evaluates with the export; what
+cannot be exported fails in one line."""
 
 from __future__ import annotations
 
@@ -35,7 +36,24 @@ GREEDY = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=6, batch_size=16)
 TIES = ("all", "decoder", "none")
 # the schemes CTranslate2 expresses, by their facts; a refused one (alibi) is tested below
 EXPORTABLE = [n for n in POSITIONAL.names() if not POSITIONAL.facts(n).ct2.unexpressed]
-COMBINATIONS = list(itertools.product(EXPORTABLE, NORM.names(), FFN.names(), ("post", "pre")))
+PLACES = ("post", "pre")
+
+
+def covering() -> list[tuple[str, str, str, str]]:
+    """Every exportable positional scheme with every feed-forward, the norm and the
+    placement varying so that each pair of values of any two axes meets (a pairwise
+    covering: 24 exports where the full product is 96; CTranslate2 maps each component on
+    its own, so an error shows in a pair)."""
+    norms, rows = NORM.names(), []
+    for (p, positional), (f, ffn) in itertools.product(
+        enumerate(EXPORTABLE), enumerate(FFN.names())
+    ):
+        norm, place = norms[(p + f) % len(norms)], PLACES[(p + f // 2) % 2]
+        rows.append((positional, norm, ffn, place))
+    return rows
+
+
+COMBINATIONS = covering()
 
 
 def export_run(run: Path, out: Path, quant: str = "float32") -> Path:
@@ -94,10 +112,10 @@ def plant_eos(model: Transformer, seed: int, share: float = 0.2) -> None:
         weight[2] = torch.quantile(needed, share) * direction
 
 
-def decisive(model: Transformer, ids: list[list[int]], margin: float = 1e-3) -> bool:
+def decisive(model: Transformer, ids: list[list[int]], margin: float = 5e-4) -> bool:
     """Whether at every greedy step t2's chosen token leads the next best by `margin` in
-    log-probability: two engines' float32 roundings (up to 2e-4 apart by 30 positions with
-    relative positions) then cannot swap them."""
+    log-probability: two engines' float32 roundings (1e-4 apart at 18 positions with
+    relative positions, 2e-4 at 30) then cannot swap them."""
     for source, tokens in zip(_SOURCES, ids, strict=True):
         tgt_in = torch.tensor([[1, *tokens]])
         with torch.no_grad():
@@ -109,7 +127,7 @@ def decisive(model: Transformer, ids: list[list[int]], margin: float = 1e-3) -> 
 
 
 def tiny_model(vocab_size: int, seed: int, **model) -> tuple[Transformer, list[list[int]]]:
-    """The first of four random models whose greedy outputs on the test sources (returned
+    """The first of eight random models whose greedy outputs on the test sources (returned
     too) are non-degenerate and decisive: at least 2 of 12 end by EOS before the length
     limit, at least 4 differ, and no step is a near-tie (`decisive`)."""
     cfg = ModelConfig(
@@ -123,7 +141,7 @@ def tiny_model(vocab_size: int, seed: int, **model) -> tuple[Transformer, list[l
         **model,
     )
     limits = [min(len(s) + GREEDY.max_len_b, cfg.max_positions - 1) for s in _SOURCES]
-    for attempt in range(4):
+    for attempt in range(8):
         net = Transformer(cfg).eval()
         randomise(net, 1000 * attempt + seed)
         plant_eos(net, 1000 * attempt + seed)
@@ -144,7 +162,7 @@ def export_model(model: Transformer, tokenizer, root: Path, src_bos: bool, quant
 
 
 @pytest.mark.parametrize(("positional", "norm", "ffn", "place"), COMBINATIONS)
-def test_every_combination_exports_with_identical_greedy_ids(
+def test_every_component_exports_with_identical_greedy_ids(
     vocab, tmp_path, positional, norm, ffn, place
 ):
     """Tie options, bias, BOS in the source, norm epsilon, the sinusoid / RoPE base, the
@@ -188,8 +206,9 @@ def _same_log_probs(model: Transformer, engine, targets: torch.Tensor) -> None:
     """CTranslate2's teacher-forced log-probabilities (every position, random targets) are
     as close to t2's in float64 as t2's own float32 ones: a wrong component is not (GELU's
     tanh form instead of erf is 30x further, a swapped bias or norm far more). Over the 64
-    combinations CTranslate2's distance is 0.1-5.8x t2's float32 one: rounding alone, which
-    moves with the EOS row that plant_eos sets from a float32 forward pass: hence 8."""
+    combinations of the full product (when it was measured) CTranslate2's distance was
+    0.1-5.8x t2's float32 one: rounding alone, which moves with the EOS row that plant_eos
+    sets from a float32 forward pass: hence 8."""
     tok = engine.tokenizer
     head = 1 if engine.src_bos else 0
     source = [tok.convert_ids_to_tokens(s[head:-1]) for s in _SOURCES]

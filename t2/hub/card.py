@@ -21,6 +21,7 @@ from t2.hub.facts import RunFacts
 ARCHITECTURE = (
     "d_model",
     "n_heads",
+    "n_kv_heads",
     "d_ff",
     "n_encoder_layers",
     "n_decoder_layers",
@@ -29,6 +30,7 @@ ARCHITECTURE = (
     "norm_position",
     "ffn",
     "attention",
+    "qk_norm",
     "tie_embeddings",
     "vocab_size",
     "dropout",
