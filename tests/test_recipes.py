@@ -203,7 +203,10 @@ def _train_py(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
         (["--recipe", "nope"], ", ".join(recipe_names())),
         (["--recipe", "base", "--set", "model.dmodel=3"], "d_ff, d_model, dropout"),
         (["--recipe", "base", "--set", "model.ffn=relu2"], "geglu, gelu, relu, swiglu"),
-        (["--recipe", "base", "--set", "model.positional=xpos"], "alibi, learned, none, rope"),
+        (
+            ["--recipe", "base", "--set", "model.positional=xpos"],
+            "alibi, learned, none, relative, rope, sinusoidal, t5",
+        ),
         (["--recipe", "base", "--set", "model.norm_position=middle"], "valid choices: post, pre"),
         (["--recipe", "base", "--set", "modelnorm"], "write --set section.key=value"),
         (["--recipe", "base", "--set", "model.d_model=[1"], "model.d_model"),
