@@ -14,6 +14,10 @@ t2 emits the tokens then EOS; HF the same (its processor forces EOS at that step
 sentences (real newstest2013 German) are batched identically for both, longest first.
 Prints figures and ratios; it is not a timed test.
 
+With --kv-heads 0,2,1 it compares t2's decoding cache and speed across key/value head counts
+instead (grouped-query and multi-query attention; benchmarks/decode_cache.py):
+python -m benchmarks.bench_decode --kv-heads 0,2,1 --beams 1,4
+
 With --checkpoint RUN_DIR it times t2's beam search rules against each other instead, on a
 trained model left free to end its sentences (no forcing): decode.stopping "first_k"
 (fairseq's rule, t2's before 0.2), "heuristic" (t2's default) and "exact" on --src
@@ -31,7 +35,7 @@ import threading
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -68,6 +72,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for both")
     p.add_argument("--repeats", type=int, default=2, help="timed runs per setting (best kept)")
+    p.add_argument(
+        "--kv-heads",
+        help="comma-separated model.n_kv_heads: t2's cache and speed across them instead "
+        "(the first is the reference)",
+    )
     p.add_argument("--checkpoint", help="a trained run: compare stopping rules on it instead")
     p.add_argument("--src", help="source file for --checkpoint (default: Multi30k val.de)")
     p.add_argument("--lenpen", type=float, default=0.6, help="alpha for --checkpoint")
@@ -254,6 +263,7 @@ class Timing:
     cpu: float = float("inf")  # process CPU seconds (all threads): less sensitive to load
     tokens: int = 0
     peak_mib: float = 0.0
+    walls: list[float] = field(default_factory=list)  # every timed run's
 
 
 def timed(fn, model, work: tuple, beam: int, args, timing: Timing) -> None:
@@ -265,6 +275,7 @@ def timed(fn, model, work: tuple, beam: int, args, timing: Timing) -> None:
             torch.cuda.synchronize()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     timing.wall, timing.cpu = min(timing.wall, wall), min(timing.cpu, cpu)
+    timing.walls.append(wall)
     timing.peak_mib = max(timing.peak_mib, peak.mib)
 
 
@@ -378,9 +389,20 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tokenizer, lines, src_ids = newstest_sources(args)
     lengths = target_lengths(args, tokenizer, src_ids)
-    t2_model, hf_model = build_models(args, len(tokenizer))
     cuda = args.device.startswith("cuda")
     device = torch.cuda.get_device_name() if cuda else f"CPU, {args.threads} threads"
+    if args.kv_heads:
+        from benchmarks.decode_cache import kv_heads
+
+        print(
+            f"device: {device}; {'bf16 autocast' if args.bf16 else 'fp32'}; d_model "
+            f"{args.d_model}, {args.n_heads} heads, {args.layers}+{args.layers} layers; "
+            f"{len(src_ids)} sentences ({args.lengths} lengths); batch {args.batch_size}; "
+            f"best of {args.repeats}"
+        )
+        kv_heads(args, len(tokenizer), (src_ids, lengths))
+        return None
+    t2_model, hf_model = build_models(args, len(tokenizer))
     print(
         f"device: {device}; {'bf16 autocast' if args.bf16 else 'fp32'}; vocab {len(tokenizer)}; "
         f"d_model {args.d_model}, {args.layers}+{args.layers} layers, d_ff {args.d_ff}; "

@@ -35,6 +35,10 @@ CASES = (
     *(("base", 8000, 4096, n, p) for n in (16, 64, 128) for p in ("fp32", "bf16")),
     ("base", 32000, 4096, 32, "bf16"),
     ("v2_rope_rmsnorm", 8000, 8192, 32, "bf16"),
+    *(  # the attention variants, each one swap from base
+        (f"base_{v}", 8000, 4096, 64, "bf16")
+        for v in ("relative_positions", "t5_bias", "multi_query", "qk_norm")
+    ),
 )
 QUICK = (("multi30k", 8000, 2048, 32, "fp32"), ("base", 8000, 4096, 64, "bf16"))
 GPU_CASES = (  # the planner's own cases: 37k vocabulary, 25k tokens, the longest pairs

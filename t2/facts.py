@@ -44,11 +44,13 @@ class Ct2:
     (ctranslate2.specs' names; a callable value is called with the model's config, and
     `activation` names a member of common_spec.Activation); for a search strategy, the
     decode settings CTranslate2's search runs it with. `attention`: attributes of every
-    self-attention spec, each made from the model's config. `unexpressed`: why CTranslate2
-    has no equivalent; the export (or the engine) refuses with it. Empty: expressible."""
+    self-attention spec, each made from the model's config and the layer's own part of the
+    component (a positional scheme's Positional.layer_part: Shaw's tables, T5's bias; None
+    where it keeps none). `unexpressed`: why CTranslate2 has no equivalent; the export (or
+    the engine) refuses with it. Empty: expressible."""
 
     options: Mapping[str, Any] = field(default_factory=dict)
-    attention: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    attention: Mapping[str, Callable[[Any, Any], Any]] = field(default_factory=dict)
     unexpressed: str = ""
 
 
@@ -104,8 +106,13 @@ class PositionalFacts:
     suite expects those to fail); `summary`: how it gives positions, in a phrase;
     `params(d_model, max_positions)`: its parameters; `flops(s_q, s_k, d_model)` and
     `saved(s_q, s_k, n_heads)`: the matmul FLOPs and the elements of one sequence it adds
-    to each self-attention layer; `ct2`: CTranslate2's options. Whether it adds a table to
-    the embeddings (CTranslate2's position_encodings) its module says: Positional.added_table."""
+    to each self-attention layer; `layer_params(d_head, n_heads)`: the parameters of the part
+    each self-attention layer keeps (Positional.layer_part; one shared by a stack's layers
+    counts in each); `weights`: whether it adds a term of the attention probabilities to
+    the output (Shaw's values), so that self-attention forms them (KernelFacts.values) and
+    keeps them for the backward pass on every device; `ct2`: CTranslate2's options. Whether
+    it adds a table to the embeddings (CTranslate2's position_encodings) its module says:
+    Positional.added_table."""
 
     order: bool
     summary: str
@@ -113,15 +120,23 @@ class PositionalFacts:
     ct2: Ct2
     flops: Callable[[int, int, int], int] = uncounted
     saved: Callable[[int, int, int], float] = uncounted
+    layer_params: Callable[[int, int], int] = uncounted
+    weights: bool = False
 
 
 @dataclass(frozen=True)
 class KernelFacts:
     """An attention kernel (model.attention): `fused`, whether on CUDA it keeps one
     log-sum-exp per query for the backward pass instead of the (Tq x Tk) weights (the
-    memory model). Every kernel computes the same function, so exports ignore it."""
+    memory model); `grouped`, whether it takes keys and values with fewer heads than the
+    queries (model.n_kv_heads; otherwise attention repeats them to one per query head
+    first); `values`, whether it takes a term of the probabilities added to its output
+    (a positional scheme's whose facts say `weights`; otherwise such a model is refused
+    when built). Every kernel computes the same function, so exports ignore it."""
 
     fused: bool
+    grouped: bool = False
+    values: bool = False
 
 
 @dataclass(frozen=True)

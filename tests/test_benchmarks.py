@@ -291,3 +291,30 @@ def test_bench_cli_refuses_an_unknown_verb():
 
     with pytest.raises(ConfigError, match="--verbs trian unknown"):
         load("bench_cli").parse_args(["--verbs", "train,trian"])
+
+
+def test_bench_decode_kv_heads_measures_a_cache_smaller_by_the_heads_shared(single_thread):
+    """--kv-heads: the same search with 4, 2 and 1 key/value heads of 4 query heads holds a
+    measured cache 1/2 and 1/4 the reference's, greedy and in beam search."""
+    import argparse
+
+    decode_cache = load("decode_cache")
+    args = argparse.Namespace(
+        kv_heads="0,2,1",
+        beams="1,2",
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        layers=1,
+        device="cpu",
+        bf16=False,
+        batch_size=2,
+        repeats=1,
+    )
+    sources = [[5, 6, 7, 8, 2], [9, 10, 2], [11, 12, 13, 2]]
+    records = decode_cache.kv_heads(args, 40, (sources, [3, 5, 4]))
+    ratios = {(r["search"], r["kv_heads"]): r["cache_ratio"] for r in records}
+    assert ratios == {
+        (search, f"kv={n}"): n / 4 for search in ("greedy", "beam 2") for n in (4, 2, 1)
+    }
+    assert all(r["cache_mib"] > 0 and r["tokens_per_s"] > 0 for r in records)

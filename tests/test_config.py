@@ -114,6 +114,14 @@ def test_unknown_section_and_key_list_the_valid_ones():
         ("model", {"vocab_size": 0}, "model.vocab_size"),
         ("model", {"dropout": 1.5}, "model.dropout"),
         ("model", {"attention_dropout": -0.1}, "model.attention_dropout"),
+        (
+            "model",
+            {"n_kv_heads": 3},
+            r"model.n_kv_heads=3 does not divide model.n_heads=8; choose 0 \(one per query "
+            r"head\) or one of 1, 2, 4, 8$",
+        ),
+        ("model", {"n_kv_heads": -1}, "model.n_kv_heads=-1 does not divide"),
+        ("model", {"n_kv_heads": 2, "tie_qk_init": True}, "W_K, which has 2 of 8 heads"),
         ("train", {"log_every": 0}, "train.log_every must be at least 1, got 0"),
         ("train", {"accumulate": 0}, "train.accumulate must be a whole number >= 1 or auto"),
         ("train", {"accumulate": "many"}, "train.accumulate must be a whole number >= 1 or auto"),
@@ -152,6 +160,8 @@ def test_derived_sizes():
     assert ModelConfig(d_ff=2048, ffn="swiglu").d_hidden == 1368  # 2/3 d_ff, multiple of 8
     assert ModelConfig(d_ff=96, ffn="geglu").d_hidden == 64
     assert ModelConfig(d_ff=96, ffn="gelu").d_hidden == 96
+    assert (ModelConfig().kv_heads, ModelConfig().d_kv) == (8, 512)
+    assert (ModelConfig(n_kv_heads=2).kv_heads, ModelConfig(n_kv_heads=1).d_kv) == (2, 64)
 
 
 def test_sections_are_frozen():

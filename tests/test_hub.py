@@ -102,7 +102,17 @@ def original(ckpt: Path) -> Transformer:
     return load_model(ckpt)[0]
 
 
-@pytest.mark.parametrize("model", [{}, MODERN], ids=["paper", "rope-rmsnorm-swiglu-pre-untied"])
+ATTENTION_VARIANTS = (  # Shaw's tables per layer, T5's shared per stack, fewer kv heads
+    dict(positional="relative", n_kv_heads=1, qk_norm=True),
+    dict(positional="t5", n_kv_heads=1, n_encoder_layers=2, n_decoder_layers=2),
+)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [{}, MODERN, *ATTENTION_VARIANTS],
+    ids=["paper", "rope-rmsnorm-swiglu-pre-untied", "relative-mqa-qknorm", "t5-mqa"],
+)
 def test_the_round_trip_gives_identical_logits_config_and_tokenizer(tmp_path, model):
     run, ckpt = make_run(tmp_path, **model)
     folder = save_run(run, tmp_path / "saved")

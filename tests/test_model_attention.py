@@ -1,4 +1,5 @@
-"""Attention kernels against the formula and each other, the flash_attn fallback, the KV cache."""
+"""Attention layers: the KV cache, cached decoding against the full pass, grouped-query
+attention and QK-norm against their formulas, a kernel's missing abilities."""
 
 from __future__ import annotations
 
@@ -6,8 +7,14 @@ import pytest
 import torch
 
 import t2.model.attention as attention
-from t2.model.attention import CrossAttention, KVCache, SelfAttention
+from t2.errors import ConfigError
+from t2.facts import KernelFacts
+from t2.model.attention import CrossAttention, SelfAttention
+from t2.model.kvcache import KVCache
+from t2.model.norm import build_norm
 from t2.model.positional import build_positional
+from t2.model.transformer import Transformer
+from t2.registry import ATTENTION
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -72,11 +79,24 @@ def test_cross_attention_groups_query_rows_over_one_source():
         attn(torch.randn(5, 1, 16), memory, pad)
 
 
-@pytest.mark.parametrize("positional", ["none", "rope", "alibi"])
-def test_self_attention_with_cache_equals_full_causal_pass(positional):
+@pytest.mark.parametrize(
+    "positional, n_kv_heads, qk_norm",
+    [
+        ("none", 0, False),
+        ("rope", 0, False),
+        ("alibi", 0, False),
+        ("relative", 1, False),
+        ("t5", 0, True),
+        ("rope", 1, True),
+    ],
+)
+def test_self_attention_with_cache_equals_full_causal_pass(positional, n_kv_heads, qk_norm):
+    """Every offset-dependent term and the key/value heads' cache, step by step."""
     torch.manual_seed(0)
-    attn = SelfAttention(16, 2, 0.0, True, "sdpa").eval()
     pos = build_positional(positional, 16, 8, 32, 10000.0)
+    norm = (lambda: build_norm("rmsnorm", 8, 1e-5)) if qk_norm else None
+    part = pos.layer_part(causal=True)
+    attn = SelfAttention(16, 2, 0.0, True, "sdpa", n_kv_heads, norm, part).eval()
     x = torch.randn(2, 6, 16)
     full = attn(x, None, True, pos)
     cache = KVCache()
@@ -130,3 +150,85 @@ def test_kv_cache_returns_a_zeroed_tail_when_rounding_up():
     k, v = cache.append(torch.ones(2, 1, 1, 4), torch.ones(2, 1, 1, 4), multiple=8)
     assert k.shape[-2] == 8 and k[..., 4:, :].abs().sum() == 0 and v[..., 4:, :].abs().sum() == 0
     assert torch.isfinite(k).all() and torch.isfinite(v).all()
+
+
+def _norm_formula(t: torch.Tensor, norm, kind: str) -> torch.Tensor:
+    """LayerNorm (Ba et al. 2016) or RMSNorm (Zhang & Sennrich 2019) over the last axis."""
+    if kind == "layernorm":
+        centred = t - t.mean(-1, keepdim=True)
+        return (
+            centred / (centred.pow(2).mean(-1, keepdim=True) + 1e-5).sqrt() * norm.weight
+            + norm.bias
+        )
+    return t / (t.pow(2).mean(-1, keepdim=True) + 1e-5).sqrt() * norm.weight
+
+
+def _heads(t: torch.Tensor) -> torch.Tensor:
+    return t.unflatten(-1, (-1, 8)).transpose(1, 2)  # (B, heads, T, 8)
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_grouped_queries_and_qk_norm_are_their_papers_formulas(kind):
+    """Ainslie et al. 2023 with 4 query heads in 2 groups: head h attends with key/value
+    head h // 2; QK-norm (Dehghani et al. 2023): each head's queries and keys normalised
+    over Dh (a gain, and LayerNorm's bias, of Dh shared by the heads) before q k^T /
+    sqrt(Dh). In self-attention (keys of x) and in a cross-attention given the norms (keys
+    of the memory; t2's layers give it none, t2.model.attention says why)."""
+    torch.manual_seed(0)
+    make = lambda: build_norm(kind, 8, 1e-5)  # noqa: E731
+    self_attn = SelfAttention(32, 4, 0.0, True, "sdpa", 2, make).double().eval()
+    cross = CrossAttention(32, 4, 0.0, True, "sdpa", 2, make).double().eval()
+    x, memory = torch.randn(2, 6, 32, dtype=torch.float64), torch.randn(2, 5, 32).double()
+    for attn in (self_attn, cross):
+        with torch.no_grad():
+            for norm in (attn.q_norm, attn.k_norm):  # gains (and biases) that show
+                for p in norm.parameters():
+                    p.normal_(1.0, 0.5)
+        if attn is self_attn:
+            qkv = torch.nn.functional.linear(x, attn.qkv.weight, attn.qkv.bias)
+            q, k, v = qkv.split([32, 16, 16], -1)
+            got = attn(x, None, False, build_positional("none", 32, 8, 8, 1.0))
+        else:
+            q = attn.q(x)
+            k, v = attn.kv(memory).split([16, 16], -1)
+            got = attn(x, memory, None)
+        q = _norm_formula(_heads(q), attn.q_norm, kind)
+        k = _norm_formula(_heads(k), attn.k_norm, kind)
+        v = _heads(v)
+        group = [h // 2 for h in range(4)]
+        weights = (q @ k[:, group].transpose(-1, -2) / 8**0.5).softmax(-1)
+        want = attn.out_proj((weights @ v[:, group]).transpose(1, 2).flatten(2))
+        torch.testing.assert_close(got, want)
+
+
+def test_a_kernel_without_grouped_heads_gets_them_repeated_and_one_without_values_is_refused(
+    monkeypatch, tiny_model_config
+):
+    """A kernel whose facts say neither `grouped` nor `values` (a plugin's, say) receives
+    one key/value head per query head, and a scheme with a values term (Shaw's) refuses it
+    when the model is built, in one line."""
+    for name in ATTENTION.names():  # the error lists them: imported before the copy
+        ATTENTION.entry(name)
+    monkeypatch.setattr(ATTENTION, "_entries", dict(ATTENTION._entries))
+    heads = []
+
+    @ATTENTION.register("per_head", KernelFacts(fused=False))
+    def per_head(q, k, v, key_padding, causal, dropout_p, bias=None):
+        heads.append((q.shape[1], k.shape[1]))
+        return ATTENTION.get("math")(q, k, v, key_padding, causal, dropout_p, bias)
+
+    src, tgt = torch.randint(1, 50, (2, 7)), torch.randint(1, 50, (2, 5))
+    outputs = []
+    for kernel in ("math", "per_head"):
+        torch.manual_seed(0)
+        model = Transformer(tiny_model_config(attention=kernel, n_kv_heads=1)).eval()
+        outputs.append(model(src, tgt))
+    torch.testing.assert_close(outputs[1], outputs[0])
+    assert set(heads) == {(2, 2)}  # 1 key/value head, repeated for the kernel
+    with pytest.raises(ConfigError) as err:
+        Transformer(tiny_model_config(attention="per_head", positional="relative"))
+    assert str(err.value) == (
+        "model.positional='relative' adds a term of the attention probabilities that "
+        "model.attention='per_head' cannot take (its facts); choose one of flash_attn, "
+        "math, sdpa, sdpa_cudnn"
+    )

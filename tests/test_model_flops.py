@@ -31,7 +31,9 @@ def counted(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, backward: 
 @pytest.mark.parametrize("ffn", FFN.names())
 @pytest.mark.parametrize("positional", POSITIONAL.names())
 def test_forward_flops_equal_the_counted_matmuls(tiny_model_config, ffn, positional):
+    """Key/value heads (all, multi-query, 2 of 4) and QK-norm vary along the sweep."""
     torch.manual_seed(0)
+    i = POSITIONAL.names().index(positional) + FFN.names().index(ffn)
     cfg = tiny_model_config(
         d_model=32,
         n_heads=4,
@@ -42,6 +44,8 @@ def test_forward_flops_equal_the_counted_matmuls(tiny_model_config, ffn, positio
         n_decoder_layers=3,
         vocab_size=50,
         attention="math",
+        n_kv_heads=(0, 1, 2)[i % 3],
+        qk_norm=i % 2 == 1,
     )
     model = Transformer(cfg).eval()
     s, t, batch = 7, 5, 3
@@ -74,8 +78,8 @@ def test_flops_per_token_of_the_base_model_by_hand():
 def test_a_positional_schemes_own_terms_count_once_per_self_attention_layer(
     tiny_model_config, monkeypatch
 ):
-    """The FLOPs and the memory model add a scheme's facts' terms (none for the built-in
-    schemes) for each encoder and decoder self-attention layer."""
+    """The FLOPs and the memory model add a scheme's facts' terms (Shaw's relative
+    positions have some) for each encoder and decoder self-attention layer."""
     monkeypatch.setattr(POSITIONAL, "_entries", dict(POSITIONAL._entries))
     none = POSITIONAL.facts("none")
     facts = replace(none, flops=lambda s_q, s_k, d: 1000 * s_q * s_k, saved=lambda q, k, h: 7 * q)

@@ -4,6 +4,7 @@ CPU's choice between SDPA and the formula; flash_attn's fallback; the CUDA backe
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -151,7 +152,7 @@ def test_on_cuda_each_attention_takes_a_kernel_without_per_shape_plans(
 
     calls, real = [], torch.nn.functional.scaled_dot_product_attention
 
-    def spy(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False):
+    def spy(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
         calls.append((attn_mask is not None, is_causal, _enabled_backends()))
         return real(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
 
@@ -241,3 +242,69 @@ def test_flex_is_taken_only_when_asked_for_on_cudas_path_inside_the_compiler():
             assert traced(t).tolist() == [taken, taken], choice
     with pytest.raises(ValueError, match="padded_attention must be one of sdpa, flex"):
         flex_wanted("fast", t)
+
+
+def _grouped_qkv(tq: int, tk: int, kv_heads: int) -> list[torch.Tensor]:
+    """q of 4 heads, k and v of `kv_heads`, float32, with gradients."""
+    g = torch.Generator().manual_seed(1)
+    shapes = ((2, 4, tq, 8), (2, kv_heads, tk, 8), (2, kv_heads, tk, 8))
+    return [torch.randn(s, generator=g).requires_grad_() for s in shapes]
+
+
+def _grouped_reference(q, k, v, pad, causal, bias=None, per_key=None):
+    """Ainslie et al. 2023: query head h attends with key/value head h // (H / Hkv); the
+    values term sum_j alpha_ij per_key_j is the formula with v_j + per_key_j."""
+    head = [h * k.shape[1] // q.shape[1] for h in range(q.shape[1])]  # its group's kv head
+    v = v[:, head] if per_key is None else v[:, head] + per_key
+    return _reference(q, k[:, head], v, pad, causal, bias)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+@pytest.mark.parametrize("kernel", ATTENTION.names())
+@pytest.mark.parametrize("case", ["padding", "causal_padding", "causal_two_queries_over_prefix"])
+def test_kernels_take_fewer_kv_heads_a_bias_and_a_values_term(kernel, case, kv_heads):
+    """Multi-query (1) and grouped-query (2 of 4) keys and values, with a bias (T5's, the
+    keys of Shaw's) and a term of the probabilities (Shaw's values), here sum_j alpha_ij
+    U_j: forward and gradients as the formula."""
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = _grouped_qkv(tq, tk, kv_heads)
+    bias = torch.linspace(-3.0, 1.0, 4 * tq * tk).view(1, 4, tq, tk)
+    per_key = torch.linspace(-1.0, 1.0, tk * 8).view(tk, 8)
+    out = ATTENTION.get(kernel)(q, k, v, pad, causal, 0.0, bias, lambda w: w @ per_key)
+    plain = ATTENTION.get(kernel)(q, k, v, pad, causal, 0.0)
+    want = _grouped_reference(q, k, v, pad, causal, bias, per_key)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(plain, _grouped_reference(q, k, v, pad, causal))
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    for got, ref in zip(grads, torch.autograd.grad(want.sum(), (q, k, v)), strict=True):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", ["cpu_sdpa", "cuda", "cuda_cudnn"])
+@pytest.mark.parametrize("case", ["plain", "causal", "padding", "causal_one_query_over_prefix"])
+def test_sdpa_takes_grouped_heads_on_every_path(monkeypatch, path, case):
+    """SDPA with fewer key/value heads: enable_gqa where the kernel takes it, on CUDA's
+    masked path (whose memory-efficient kernel has no GQA) the heads repeated."""
+    monkeypatch.setattr(kernels, "CPU_FORMULA_MAX_KEYS", 0)
+    tq, tk, pad, causal = CASES[case]
+    q, k, v = _grouped_qkv(tq, tk, 2)
+    kernel = ATTENTION.get("sdpa_cudnn" if path == "cuda_cudnn" else "sdpa")
+    with simulated("cuda") if path.startswith("cuda") else contextlib.nullcontext():
+        out = kernel(q, k, v, pad, causal, 0.0)
+    torch.testing.assert_close(out, _grouped_reference(q, k, v, pad, causal))
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_flex_attention_takes_one_kv_head_and_a_bias_per_row():
+    """The compiled CUDA pass's masked attention with multi-query keys and values and a
+    bias of each batch row (a bias of the queries, as Shaw's keys)."""
+    from t2.model.flex import block_mask, flex_attention_masked
+    from t2.model.kernels.math import math_attention
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 5, 8), torch.randn(3, 1, 7, 8), torch.randn(3, 1, 7, 8)
+    pad = torch.zeros(3, 7, dtype=torch.bool)
+    pad[1, 4:] = True
+    bias = -torch.rand(3, 2, 5, 7)
+    got = flex_attention_masked(q, k, v, block_mask(pad, True, 3, 5, 7, "cpu"), bias)
+    torch.testing.assert_close(got, math_attention(q, k, v, pad, True, 0.0, bias))

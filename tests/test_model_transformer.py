@@ -21,15 +21,35 @@ def _tokens(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(1, V, shape, generator=torch.Generator().manual_seed(seed))
 
 
+def attention_options(positional: str, norm: str, ffn: str, placement: str) -> dict:
+    """n_kv_heads (0 or 1 of TINY_MODEL's 2 heads) by the parity of the values' indices on
+    their axes, qk_norm by that of the norm's and half the feed-forward's: each axis's every
+    value then meets both settings of each (a covering, not the product's 4x the runs)."""
+    at = [
+        POSITIONAL.names().index(positional),
+        NORM.names().index(norm),
+        FFN.names().index(ffn),
+        PLACEMENTS.index(placement),
+    ]
+    return {"n_kv_heads": sum(at) % 2, "qk_norm": (at[1] + at[2] // 2) % 2 == 1}
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("ffn", FFN.names())
 @pytest.mark.parametrize("norm", NORM.names())
 @pytest.mark.parametrize("positional", POSITIONAL.names())
 def test_every_combination_trains(tiny_model_config, positional, norm, ffn, placement):
     """Builds, runs forward and backward with every part wired in, and learns: ten Adam
-    steps on one padded batch lower its loss."""
+    steps on one padded batch lower its loss. Multi-query attention and QK-norm vary along
+    the sweep so that each meets every value of every axis (attention_options)."""
     torch.manual_seed(0)
-    cfg = tiny_model_config(positional=positional, norm=norm, ffn=ffn, norm_position=placement)
+    cfg = tiny_model_config(
+        positional=positional,
+        norm=norm,
+        ffn=ffn,
+        norm_position=placement,
+        **attention_options(positional, norm, ffn, placement),
+    )
     model = Transformer(cfg).train()
     src, tgt = _tokens(2, 7), _tokens(2, 6, seed=1)
     src[1, 4:] = 0  # padded source and target
@@ -147,9 +167,12 @@ def test_cached_decoding_equals_uncached(tiny_model_config, positional, placemen
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("positional", ["sinusoidal", "rope"])
-def test_reordered_cache_keeps_the_right_rows(tiny_model_config, positional):
-    model = _model(tiny_model_config, positional=positional, n_decoder_layers=2)
+@pytest.mark.parametrize(
+    "positional, options",
+    [("sinusoidal", {}), ("rope", {}), ("relative", {"n_kv_heads": 1, "qk_norm": True})],
+)
+def test_reordered_cache_keeps_the_right_rows(tiny_model_config, positional, options):
+    model = _model(tiny_model_config, positional=positional, n_decoder_layers=2, **options)
     src, tgt = _tokens(3, 6), _tokens(3, 6, seed=1)
     src[2, 4:] = 0
     src_pad = src.eq(0)

@@ -10,6 +10,7 @@ import runpy
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,14 @@ def test_v2_and_one_swap_recipes_change_what_they_say():
     assert v2.data == base.data and v2.train == base.train
     assert load_config("pre_norm").model.norm_position == "pre"
     assert load_config("base_untied").model.tie_embeddings == "none"
+    for recipe, key, value in (
+        ("base_relative_positions", "positional", "relative"),
+        ("base_t5_bias", "positional", "t5"),
+        ("base_multi_query", "n_kv_heads", 1),
+        ("base_grouped_query", "n_kv_heads", 2),
+        ("base_qk_norm", "qk_norm", True),
+    ):  # one swap: that key, the rest base's
+        assert load_config(recipe) == replace(base, model=replace(base.model, **{key: value}))
     big = load_config("big")
     assert (big.model.d_model, big.model.n_heads, big.train.max_steps) == (1024, 16, 300000)
     assert big.model.norm == "layernorm"  # inherited from base through the parent chain
@@ -194,7 +203,10 @@ def _train_py(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
         (["--recipe", "nope"], ", ".join(recipe_names())),
         (["--recipe", "base", "--set", "model.dmodel=3"], "d_ff, d_model, dropout"),
         (["--recipe", "base", "--set", "model.ffn=relu2"], "geglu, gelu, relu, swiglu"),
-        (["--recipe", "base", "--set", "model.positional=xpos"], "alibi, learned, none, rope"),
+        (
+            ["--recipe", "base", "--set", "model.positional=xpos"],
+            "alibi, learned, none, relative, rope, sinusoidal, t5",
+        ),
         (["--recipe", "base", "--set", "model.norm_position=middle"], "valid choices: post, pre"),
         (["--recipe", "base", "--set", "modelnorm"], "write --set section.key=value"),
         (["--recipe", "base", "--set", "model.d_model=[1"], "model.d_model"),

@@ -36,23 +36,34 @@ def test_base_and_v2_come_from_their_recipes():
     assert parse_spec("v2") == Combination("rope", "rmsnorm", "swiglu", "post")
 
 
+# every registered value of each axis; key/value heads: all, 1 (multi-query) and 2 of the
+# sanity model's 4 heads
+REGISTERED = [
+    POSITIONAL.names(),
+    NORM.names(),
+    FFN.names(),
+    ["post", "pre"],
+    ["0", "1", "2"],
+    ["false", "true"],
+]
+
+
 def test_default_set_is_base_every_one_swap_and_v2():
     combos = default_set()
     assert combos[0] == BASE and combos[-1] == parse_spec("v2")
     swaps = combos[1:-1]
     for combo in swaps:  # exactly one axis differs from base
         assert sum(a != b for a, b in zip(combo.values(), BASE.values(), strict=True)) == 1
-    registered = [POSITIONAL.names(), NORM.names(), FFN.names(), ["post", "pre"]]
-    assert len(swaps) == sum(len(names) - 1 for names in registered) == 9
-    assert len(set(combos)) == len(combos) == 11
+    assert len(swaps) == sum(len(names) - 1 for names in REGISTERED) == 14
+    assert len(set(combos)) == len(combos) == 16
 
 
 def test_cross_product_is_every_registered_combination():
     combos = cross_product()
-    registered = [POSITIONAL.names(), NORM.names(), FFN.names(), ["post", "pre"]]
-    assert set(combos) == {Combination(*v) for v in itertools.product(*registered)}
-    assert len(combos) == len(set(combos)) == 80
-    assert len({c.folder for c in combos}) == 80  # every run directory distinct
+    assert set(combos) == {Combination(*v) for v in itertools.product(*REGISTERED)}
+    assert len(combos) == len(set(combos)) == 7 * 2 * 4 * 2 * 3 * 2
+    assert len({c.folder for c in combos}) == len(combos)  # every run directory distinct
+    assert BASE.folder == "sinusoidal-layernorm-relu-post"  # defaults: the folders of before
 
 
 @pytest.mark.parametrize(
@@ -71,6 +82,12 @@ def test_cross_product_is_every_registered_combination():
         ),
         ("model.ffn=gelu", Combination("sinusoidal", "layernorm", "gelu", "post"), "gelu"),
         ("rope+rmsnorm+swiglu", Combination("rope", "rmsnorm", "swiglu", "post"), "v2"),
+        (
+            "t5,n_kv_heads=1,qk_norm=true",
+            Combination("t5", "layernorm", "relu", "post", "1", "true"),
+            "t5+n_kv_heads=1+qk_norm=true",
+        ),
+        ("2", Combination("sinusoidal", "layernorm", "relu", "post", "2"), "n_kv_heads=2"),
     ],
 )
 def test_specs_name_combinations(spec, want, label):
@@ -83,7 +100,15 @@ def test_specs_name_combinations(spec, want, label):
 @pytest.mark.parametrize(
     "spec, words",
     [
-        ("bogus", ["'bogus'", "base, v2", "positional: alibi, learned, none, rope, sinusoidal"]),
+        (
+            "bogus",
+            [
+                "'bogus'",
+                "base, v2",
+                "positional: alibi, learned, none, relative, rope, sinusoidal, t5",
+                "n_kv_heads: 0, 1, 2; qk_norm: false, true",
+            ],
+        ),
         ("norm=rope", ["'norm=rope'", "norm: layernorm, rmsnorm"]),
         ("rope,learned", ["positional twice"]),
         ("", ["names no combination"]),

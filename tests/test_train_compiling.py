@@ -26,10 +26,11 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 TINY = dict(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1)
 
 
-def covering() -> list[tuple[str, str, str, str, str]]:
+def covering() -> list[tuple[str, str, str, str, str, dict]]:
     """Every registered positional scheme, norm, feed-forward and attention kernel, and
-    both placements, each compiled at least once (every norm with every placement): the
-    full product (160 models) would take half an hour of tracing on 2 cores."""
+    both placements, each compiled at least once (every norm with every placement), with
+    multi-query attention and QK-norm each on and off along the rows: the full product
+    (over 600 models) would take hours of tracing on 2 cores."""
     pos, norm, ffn, attn = POSITIONAL.names(), NORM.names(), FFN.names(), ATTENTION.names()
     rows = max(len(pos), len(ffn), len(attn), 2 * len(norm))
     placement = ("post", "pre")
@@ -40,6 +41,7 @@ def covering() -> list[tuple[str, str, str, str, str]]:
             ffn[i % len(ffn)],
             placement[(i // len(norm)) % 2],
             attn[i % len(attn)],
+            {"n_kv_heads": i % 2, "qk_norm": (i // 2) % 2 == 0},
         )
         for i in range(rows)
     ]
@@ -67,13 +69,20 @@ def model(**overrides) -> Transformer:
     return Transformer(ModelConfig(**TINY, dropout=0.0, **overrides)).train()
 
 
-@pytest.mark.parametrize(("positional", "norm", "ffn", "placement", "attention"), covering())
+@pytest.mark.parametrize(
+    ("positional", "norm", "ffn", "placement", "attention", "options"), covering()
+)
 def test_every_component_compiles_as_one_graph_on_cuda_path(
-    positional, norm, ffn, placement, attention
+    positional, norm, ffn, placement, attention, options
 ):
     torch._dynamo.reset()
     m = model(
-        positional=positional, norm=norm, ffn=ffn, norm_position=placement, attention=attention
+        positional=positional,
+        norm=norm,
+        ffn=ffn,
+        norm_position=placement,
+        attention=attention,
+        **options,
     )
     want = loss_and_grads(TrainingForward(m, False), batch())
     before = compiled_graphs()

@@ -22,6 +22,7 @@ from t2.rundir.plugins import kept_components
 ARCHITECTURE = (
     "d_model",
     "n_heads",
+    "n_kv_heads",
     "d_ff",
     "n_encoder_layers",
     "n_decoder_layers",
@@ -30,6 +31,7 @@ ARCHITECTURE = (
     "norm_position",
     "ffn",
     "attention",
+    "qk_norm",
     "tie_embeddings",
     "vocab_size",
     "dropout",

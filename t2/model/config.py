@@ -22,6 +22,9 @@ class ModelConfig(Section):
     vocab_size: int = 37000  # shared source/target BPE vocabulary; set from the tokenizer
     d_model: int = 512
     n_heads: int = 8
+    # key/value heads (Shazeer 2019; Ainslie et al. 2023): 0 = one per query head; 1 =
+    # multi-query; a divisor of n_heads = grouped-query, n_heads / n_kv_heads query heads a group
+    n_kv_heads: int = 0
     d_ff: int = 2048  # gated FFNs use 2/3 of this (see d_hidden) to keep the parameter count
     n_encoder_layers: int = 6
     n_decoder_layers: int = 6
@@ -32,6 +35,7 @@ class ModelConfig(Section):
     norm: str = component("layernorm", NORM)
     ffn: str = component("relu", FFN)
     attention: str = component("sdpa", ATTENTION)
+    qk_norm: bool = False  # queries and keys normalised per head by model.norm (QK-norm)
     norm_position: str = choice("post", "pre")
     tie_embeddings: str = choice("all", "decoder", "none")  # all: src, tgt and output share
     bias: bool = True  # biases in linear layers
@@ -61,10 +65,35 @@ class ModelConfig(Section):
                 f"model.d_model={self.d_model} is not divisible by model.n_heads="
                 f"{self.n_heads}; choose n_heads that divides d_model"
             )
+        self._check_kv_heads()
+
+    def _check_kv_heads(self) -> None:
+        if self.n_kv_heads < 0 or (self.n_kv_heads and self.n_heads % self.n_kv_heads):
+            divisors = [n for n in range(1, self.n_heads + 1) if self.n_heads % n == 0]
+            raise ConfigError(
+                f"model.n_kv_heads={self.n_kv_heads} does not divide model.n_heads="
+                f"{self.n_heads}; choose 0 (one per query head) or one of "
+                f"{', '.join(map(str, divisors))}"
+            )
+        if self.tie_qk_init and self.kv_heads != self.n_heads:
+            raise ConfigError(
+                f"model.tie_qk_init copies W_Q into W_K, which has {self.kv_heads} of "
+                f"{self.n_heads} heads (model.n_kv_heads); use one without the other"
+            )
 
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads of every attention layer: n_kv_heads, or n_heads for 0."""
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def d_kv(self) -> int:
+        """The width of the keys (and of the values): kv_heads x d_head."""
+        return self.kv_heads * self.d_head
 
     @property
     def d_hidden(self) -> int:

@@ -76,15 +76,20 @@ class BlockMasks:
 def flex_attention_masked(
     q: Tensor, k: Tensor, v: Tensor, mask: Any, bias: Tensor | None
 ) -> Tensor:
-    """softmax(q k^T / sqrt(Dh) + bias + mask) v for q (B, H, Tq, Dh), k and v (B, H, Tk,
-    Dh); `mask` a BlockMask (block_mask); bias broadcastable to (1, H, Tq, Tk)."""
+    """softmax(q k^T / sqrt(Dh) + bias + mask) v for q (B, H, Tq, Dh), k and v (B, Hkv, Tk,
+    Dh) with Hkv dividing H (t2.model.kernels); `mask` a BlockMask (block_mask); bias
+    broadcastable to (B, H, Tq, Tk)."""
     from torch.nn.attention.flex_attention import flex_attention
 
     score_mod = None
     if bias is not None:
-        table = bias.to(q.dtype).expand(1, q.shape[1], q.shape[-2], k.shape[-2])
+        rows, n_queries, n_keys = q.shape[0], q.shape[-2], k.shape[-2]
+        table = bias.to(q.dtype)
+        one_row = table.dim() < 4 or table.shape[0] == 1
+        table = table.expand(1 if one_row else rows, q.shape[1], n_queries, n_keys)
 
         def score_mod(score: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
-            return score + table[0, h, qi, ki]
+            return score + table[0 if one_row else b, h, qi, ki]
 
-    return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask)
+    gqa = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}  # a literal, not a symbol
+    return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, **gqa)

@@ -1,18 +1,20 @@
 """Matrix-multiplication FLOPs of an encoder-decoder (docs/performance.md, "FLOPs").
 
 A multiply-add is 2 FLOPs; a matmul of (m x k) by (k x n) costs 2mkn. For one sentence pair
-with s source and t target tokens, width d, feed-forward size f (a gated one: three matrices
-of hidden size h = ModelConfig.d_hidden, 2/3 f, instead of two of f) and vocabulary V, with
-the feed-forward's term and the positional scheme's (none for the built-in schemes) taken
-from each component's facts (t2.facts):
+with s source and t target tokens, width d, keys and values of width c = ModelConfig.d_kv
+(d, or the key/value heads' share of it: model.n_kv_heads), feed-forward size f (a gated
+one: three matrices of hidden size h = ModelConfig.d_hidden, 2/3 f, instead of two of f)
+and vocabulary V, with the feed-forward's term and the positional scheme's (Shaw's
+relative positions: 4 s (2k + 1) d; none for the others) taken from each component's
+facts (t2.facts):
 
-  encoder layer   self q, k, v, out        8 s d^2
+  encoder layer   self q, out; k, v        4 s d^2 + 4 s d c
                   scores QK^T and A V      4 s^2 d   (+ the positional scheme's)
                   feed-forward             4 s d f   (gated: 6 s d h)
-  decoder layer   self q, k, v, out        8 t d^2
+  decoder layer   self q, out; k, v        4 t d^2 + 4 t d c
                   self scores and A V      4 t^2 d   (+ the positional scheme's)
                   cross q and out          4 t d^2
-                  cross k and v            4 s d^2   (the source's memory, once per layer)
+                  cross k and v            4 s d c   (the source's memory, once per layer)
                   cross scores and A V     4 t s d
                   feed-forward             4 t d f   (gated: 6 t d h)
   output projection                        2 t d V
@@ -20,8 +22,10 @@ from each component's facts (t2.facts):
 Training costs 3x the forward pass: the backward of each matmul is two matmuls of the same
 size (the gradients of both operands). Embedding lookups, norms, softmax, activations, RoPE
 and the loss are elementwise or gathers and not counted (under 1% at these sizes), as in
-Kaplan et al. 2020 and PaLM's MFU. Attention is counted over the whole square (a causal
-decoder computes it whole with SDPA's mask), over the real tokens of each sentence.
+Kaplan et al. 2020 and PaLM's MFU; so are QK-norm's norms and T5's bias (a gather). Every
+query head scores its keys, so grouped keys leave the scores' term as it is. Attention is
+counted over the whole square (a causal decoder computes it whole with SDPA's mask), over
+the real tokens of each sentence.
 """
 
 from __future__ import annotations
@@ -44,14 +48,21 @@ def _positions_flops(cfg: ModelConfig, n: int) -> int:
 def forward_flops(cfg: ModelConfig, s: int, t: int) -> int:
     """Forward matmul FLOPs of one pair with s source and t target tokens (t2's shapes:
     the target counts BOS + tokens, the decoder input)."""
-    d, V = cfg.d_model, cfg.vocab_size  # noqa: N806
-    encoder = 8 * s * d * d + 4 * s * s * d + _positions_flops(cfg, s) + _ffn_flops(cfg, s)
+    d, c, V = cfg.d_model, cfg.d_kv, cfg.vocab_size  # noqa: N806
+    encoder = (
+        4 * s * d * d
+        + 4 * s * d * c
+        + 4 * s * s * d
+        + _positions_flops(cfg, s)
+        + _ffn_flops(cfg, s)
+    )
     decoder = (
-        8 * t * d * d
+        4 * t * d * d
+        + 4 * t * d * c
         + 4 * t * t * d
         + _positions_flops(cfg, t)
         + 4 * t * d * d
-        + 4 * s * d * d
+        + 4 * s * d * c
         + 4 * t * s * d
         + _ffn_flops(cfg, t)
     )

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from t2.model.config import ModelConfig
 
 
-def _xavier_blocks(linear: nn.Linear, n_blocks: int) -> None:
-    """Glorot uniform per d_model x d_model block of a fused projection (q, k, v)."""
-    for block in linear.weight.chunk(n_blocks, dim=0):
+def _xavier_blocks(linear: nn.Linear, rows: list[int]) -> None:
+    """Glorot uniform per block of a fused projection (q, k, v), `rows` each."""
+    for block in linear.weight.split(rows, dim=0):
         nn.init.xavier_uniform_(block)
 
 
@@ -44,14 +44,14 @@ def initialise(model: nn.Module, cfg: ModelConfig) -> None:
                     nn.init.zeros_(module.bias)
     if cfg.init == "xavier":
         fused = {
-            id(getattr(m, name)): n
+            id(getattr(m, name)): rows
             for m in model.modules()
             if isinstance(m, (SelfAttention, CrossAttention))
-            for name, n in m.fused.items()
+            for name, rows in m.fused.items()
         }
         for module in model.modules():
             if isinstance(module, nn.Linear):
-                _xavier_blocks(module, fused.get(id(module), 1))
+                _xavier_blocks(module, fused.get(id(module), [module.out_features]))
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
     std = embedding_std(cfg)

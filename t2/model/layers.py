@@ -7,14 +7,17 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from t2.model.attention import CrossAttention, KVCache, SelfAttention
+from t2.errors import ConfigError
+from t2.model.attention import CrossAttention, SelfAttention
 from t2.model.config import ModelConfig
 from t2.model.ffn import build_ffn
 from t2.model.flex import BlockMasks
 from t2.model.fused import Dropout
+from t2.model.kvcache import KVCache
 from t2.model.norm import build_norm
 from t2.model.packing import Packing
-from t2.model.positional import Positional
+from t2.model.positional import Positional, build_layer_part
+from t2.registry import ATTENTION, POSITIONAL
 
 Tensor = torch.Tensor
 
@@ -40,8 +43,31 @@ def _residual(cfg: ModelConfig) -> Residual:
     return Residual(norm, cfg.dropout, cfg.norm_position == "pre")
 
 
-def _self_attention(cfg: ModelConfig) -> SelfAttention:
-    return SelfAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cfg.bias, cfg.attention)
+def _attention(cfg: ModelConfig, qk_norm: bool) -> tuple:
+    """What an attention layer is built with, positional parts aside; QK-norm's norm is
+    model.norm's over one head (self-attention's with model.qk_norm: t2.model.attention)."""
+    norm = (lambda: build_norm(cfg.norm, cfg.d_head, cfg.norm_eps)) if qk_norm else None
+    return (
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.attention_dropout,
+        cfg.bias,
+        cfg.attention,
+        cfg.n_kv_heads,
+        norm,
+    )
+
+
+def _self_attention(cfg: ModelConfig, positional: Positional, causal: bool) -> SelfAttention:
+    if POSITIONAL.facts(cfg.positional).weights and not ATTENTION.facts(cfg.attention).values:
+        takes = [n for n in ATTENTION.names() if ATTENTION.facts(n).values]
+        raise ConfigError(
+            f"model.positional={cfg.positional!r} adds a term of the attention probabilities "
+            f"that model.attention={cfg.attention!r} cannot take (its facts); choose one of "
+            f"{', '.join(takes)}"
+        )
+    part = build_layer_part(cfg.positional, positional, causal, cfg.d_head, cfg.n_heads)
+    return SelfAttention(*_attention(cfg, cfg.qk_norm), part)
 
 
 def _feed_forward(cfg: ModelConfig) -> nn.Module:
@@ -51,9 +77,10 @@ def _feed_forward(cfg: ModelConfig) -> nn.Module:
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each in a residual sublayer."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, positional: Positional) -> None:
         super().__init__()
-        self.self_attn, self.ffn = _self_attention(cfg), _feed_forward(cfg)
+        self.self_attn = _self_attention(cfg, positional, causal=False)
+        self.ffn = _feed_forward(cfg)
         self.res_attn, self.res_ffn = _residual(cfg), _residual(cfg)
 
     def forward(
@@ -74,12 +101,11 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the source, then feed-forward."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, positional: Positional) -> None:
         super().__init__()
-        self.self_attn, self.ffn = _self_attention(cfg), _feed_forward(cfg)
-        self.cross_attn = CrossAttention(
-            cfg.d_model, cfg.n_heads, cfg.attention_dropout, cfg.bias, cfg.attention
-        )
+        self.self_attn = _self_attention(cfg, positional, causal=True)
+        self.ffn = _feed_forward(cfg)
+        self.cross_attn = CrossAttention(*_attention(cfg, qk_norm=False))
         self.res_self, self.res_cross, self.res_ffn = _residual(cfg), _residual(cfg), _residual(cfg)
 
     def forward(

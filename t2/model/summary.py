@@ -69,17 +69,22 @@ def _attention_elems(cfg: ModelConfig, s_q: int, s_k: int, b: int, fused: bool) 
     """One attention layer's elements for b sequences of s_q queries over s_k keys."""
     h, a = cfg.d_model, cfg.n_heads
     # inputs of q/k/v and output projections, q k^T operands, softmax output and its
-    # dropout mask, attention-weighted values: 5.5 sbh + 2.5 a s_q s_k b in 16-bit units;
-    # a fused kernel (CUDA's SDPA backends) keeps one log-sum-exp per query instead of the
-    # (s_q x s_k) weights
+    # dropout mask, attention-weighted values: 5.5 sbh + 2.5 a s_q s_k b in 16-bit units,
+    # k and v at their width (model.n_kv_heads); a fused kernel (CUDA's SDPA backends) keeps
+    # one log-sum-exp per query instead of the (s_q x s_k) weights
     weights = 2 * a * s_q * b if fused else 2.5 * a * s_q * s_k * b
-    return 5.5 * s_q * b * h + weights
+    return (3.5 * h + 2 * cfg.d_kv) * s_q * b + weights
 
 
 def _self_attention_elems(cfg: ModelConfig, s: int, b: int, fused: bool) -> float:
-    """A self-attention layer's, the positional scheme's own term included."""
-    positions = POSITIONAL.facts(cfg.positional).saved(s, s, cfg.n_heads)
-    return _attention_elems(cfg, s, s, b, fused) + positions * b
+    """A self-attention layer's, the positional scheme's own term and QK-norm's included
+    (its norms keep their inputs: a query's heads and a key's); a scheme with a term of
+    the probabilities (its facts' `weights`) keeps them on every device."""
+    facts = POSITIONAL.facts(cfg.positional)
+    positions = facts.saved(s, s, cfg.n_heads) * b
+    norms = NORM.facts(cfg.norm).saved(cfg.d_head) * (cfg.n_heads + cfg.kv_heads) * s * b
+    attention = _attention_elems(cfg, s, s, b, fused and not facts.weights)
+    return attention + positions + (norms if cfg.qk_norm else 0.0)
 
 
 def estimate_memory(

@@ -10,12 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from t2.model.attention import KVCache
 from t2.model.codepath import code_path
 from t2.model.config import ModelConfig
 from t2.model.flex import BlockMasks, flex_wanted
 from t2.model.fused import Dropout
 from t2.model.init import initialise
+from t2.model.kvcache import KVCache
 from t2.model.layers import DecoderLayer, EncoderLayer
 from t2.model.loss import projected_cross_entropy
 from t2.model.norm import build_norm
@@ -68,8 +68,12 @@ class Transformer(nn.Module):
             cfg.positional, D, cfg.d_head, cfg.max_positions, cfg.rope_base
         )
         self.embed_dropout = Dropout(cfg.dropout)
-        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
+        self.encoder = nn.ModuleList(
+            EncoderLayer(cfg, self.positional) for _ in range(cfg.n_encoder_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderLayer(cfg, self.positional) for _ in range(cfg.n_decoder_layers)
+        )
         pre = cfg.norm_position == "pre"  # pre-norm stacks end with a final norm
         self.encoder_norm = build_norm(cfg.norm, D, cfg.norm_eps) if pre else nn.Identity()
         self.decoder_norm = build_norm(cfg.norm, D, cfg.norm_eps) if pre else nn.Identity()

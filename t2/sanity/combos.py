@@ -1,9 +1,11 @@
 """What the sanity suite trains: component combinations, tasks and their pass marks.
 
 A combination is one value per axis of the model's component choices (model.positional,
-model.norm, model.ffn, model.norm_position). `--only` names combinations as specs: `base`,
-`v2`, `positional=rope,norm=rmsnorm` (axes not named keep the base combination's value), or
-the values alone, `rope,rmsnorm`, since no value belongs to two axes.
+model.norm, model.ffn, model.norm_position) and of its attention's options
+(model.n_kv_heads, model.qk_norm). `--only` names combinations as specs: `base`, `v2`,
+`positional=rope,norm=rmsnorm` (axes not named keep the base combination's value), or the
+values alone, `rope,rmsnorm`, since no value belongs to two axes; an option's value shows
+with its axis (`n_kv_heads=1`), and a spec may name it so.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from t2.errors import ConfigError
 from t2.recipes import load_raw
 from t2.registry import FFN, NORM, POSITIONAL
 
-AXES = ("positional", "norm", "ffn", "norm_position")  # ModelConfig's names for them
+AXES = ("positional", "norm", "ffn", "norm_position", "n_kv_heads", "qk_norm")  # ModelConfig's
+OPTIONS = ("n_kv_heads", "qk_norm")  # the axes that are attention options, not components
 RECIPE = "sanity"  # the tiny model and training settings: recipes/sanity.yaml
 NAMED_RECIPES = {"base": "base", "v2": "v2_rope_rmsnorm"}  # named combinations
 # report 002: exact match of at least 99% on the toy tasks, 90% on the two sanity checks
@@ -48,14 +51,23 @@ ORDER_BLIND = "no positions: the encoder cannot see source order, which this tas
 
 
 def choices() -> dict[str, list[str]]:
-    """The registered values of each axis."""
+    """The registered values of each axis; key/value heads: one per query head (0), and
+    each count that groups the sanity model's heads (1: multi-query)."""
     position = next(f for f in dataclasses.fields(ModelConfig) if f.name == "norm_position")
+    heads = load_raw(RECIPE)["model"]["n_heads"]
     return {
         "positional": POSITIONAL.names(),
         "norm": NORM.names(),
         "ffn": FFN.names(),
         "norm_position": sorted(position.metadata["choices"]),
+        "n_kv_heads": ["0", *(str(n) for n in range(1, heads) if heads % n == 0)],
+        "qk_norm": ["false", "true"],
     }
+
+
+def _text(value: object) -> str:
+    """A config value as an axis value: YAML's spelling (true, not True)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,8 @@ class Combination:
     norm: str
     ffn: str
     norm_position: str
+    n_kv_heads: str = "0"
+    qk_norm: str = "false"
 
     @classmethod
     def of_recipe(cls, recipe: str) -> Combination:
@@ -74,12 +88,18 @@ class Combination:
     def values(self) -> tuple[str, ...]:
         return tuple(getattr(self, axis) for axis in AXES)
 
+    def shown(self) -> tuple[str, ...]:
+        """The values as tables and folders show them: the components', then each attention
+        option that differs from the default, with its axis (`n_kv_heads=1`)."""
+        options = [f"{a}={getattr(self, a)}" for a in OPTIONS if getattr(self, a) != _DEFAULTS[a]]
+        return (*(getattr(self, a) for a in AXES if a not in OPTIONS), *options)
+
     def overrides(self) -> list[str]:
         return [f"model.{axis}={getattr(self, axis)}" for axis in AXES]
 
     @property
     def folder(self) -> str:
-        return "-".join(self.values())
+        return "-".join(self.shown())
 
     @property
     def label(self) -> str:
@@ -88,7 +108,10 @@ class Combination:
             if self == Combination.of_recipe(recipe):
                 return name
         base = Combination.of_recipe(NAMED_RECIPES["base"])
-        return "+".join(v for v, b in zip(self.values(), base.values(), strict=True) if v != b)
+        differ = [a for a in AXES if getattr(self, a) != getattr(base, a)]
+        return "+".join(
+            f"{a}={getattr(self, a)}" if a in OPTIONS else getattr(self, a) for a in differ
+        )
 
 
 @functools.cache
@@ -97,7 +120,10 @@ def _of_recipe(recipe: str) -> Combination:
         **{f.name: f.default for f in dataclasses.fields(ModelConfig)},
         **(load_raw(recipe).get("model") or {}),
     }
-    return Combination(*(model[axis] for axis in AXES))
+    return Combination(*(_text(model[axis]) for axis in AXES))
+
+
+_DEFAULTS = {f.name: _text(f.default) for f in dataclasses.fields(ModelConfig)}
 
 
 def base() -> Combination:
@@ -115,7 +141,8 @@ def default_set() -> list[Combination]:
 
 
 def cross_product() -> list[Combination]:
-    """Every positional x norm x feed-forward x placement combination."""
+    """Every positional x norm x feed-forward x placement x key/value heads x QK-norm
+    combination."""
     return [Combination(*values) for values in itertools.product(*choices().values())]
 
 

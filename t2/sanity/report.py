@@ -8,14 +8,12 @@ import io
 from pathlib import Path
 
 from t2.atomic import atomic_text
+from t2.sanity.combos import AXES
 from t2.sanity.suite import Outcome
 
 CSV_FIELDS = (
     "combination",
-    "positional",
-    "norm",
-    "ffn",
-    "norm_position",
+    *AXES,
     "task",
     "pass_mark",
     "valid_reached",
@@ -60,7 +58,7 @@ def markdown(outcomes: list[Outcome]) -> str:
     ]
     for combo in combos:
         row = [_cell(cells[combo, t], notes) if (combo, t) in cells else "" for t in tasks]
-        lines.append(f"| {combo.label} | {' '.join(combo.values())} | {' | '.join(row)} |")
+        lines.append(f"| {combo.label} | {' '.join(combo.shown())} | {' | '.join(row)} |")
     bad = [o for o in outcomes if not o.ok]
     seconds = sum(o.seconds or 0.0 for o in outcomes)
     lines += [

@@ -10,6 +10,9 @@ is here:
     norm weight and bias        each norm's `gamma` and `beta`
     a gated feed-forward        `ffn_glu` (linear_0 = gate, linear_0_noact = up)
     pre / post norm             `pre_norm`; a pre-norm stack's final norm is `layer_norm`
+    model.n_kv_heads            `num_heads_kv` of both stacks (self- and cross-attention)
+    model.qk_norm               `qk_norm`: each self-attention's `q_norm` and `k_norm`, of
+                                the model's norm (a LayerNorm's with its beta)
     tie_embeddings all/decoder/none  separate encoder and decoder embeddings and projection;
                                 the spec stores equal matrices once
     embeddings x sqrt(d_model)  `scale_embeddings`
@@ -99,20 +102,41 @@ def _ffn(spec: Any, ffn: torch.nn.Module, norm: torch.nn.Module, gated: bool) ->
     _linear(spec.linear_1, ffn.w2)
 
 
+def _qk_norms(spec: Any, layer: Any, cfg: ModelConfig) -> None:
+    """QK-norm's norms of an attention layer: RMSNorms in the spec unless the model's norm
+    is not (then with its beta too); removed from the spec where the layer has none (a
+    cross-attention, t2.model.attention)."""
+    from ctranslate2.specs import common_spec  # optional dependency: the serve extra
+
+    if layer.q_norm is None:
+        for name in ("q_norm", "k_norm"):
+            if hasattr(spec, name):
+                delattr(spec, name)
+        return
+    rms = NORM.facts(cfg.norm).ct2.options.get("rms_norm", False)
+    for name, norm in (("q_norm", layer.q_norm), ("k_norm", layer.k_norm)):
+        setattr(spec, name, common_spec.LayerNormSpec(rms_norm=rms))
+        _norm(getattr(spec, name), norm)
+
+
 def _self_attention(spec: Any, layer: Any, norm: torch.nn.Module, cfg: ModelConfig) -> None:
     _norm(spec.layer_norm, norm)
     _linear(spec.linear[0], layer.qkv)  # fused [q; k; v], heads contiguous, as CTranslate2
     _linear(spec.linear[1], layer.out_proj)
+    _qk_norms(spec, layer, cfg)
     for name, make in POSITIONAL.facts(cfg.positional).ct2.attention.items():
-        setattr(spec, name, make(cfg))
+        setattr(spec, name, make(cfg, layer.positions))
 
 
 def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
-    """Both stacks' TransformerSpec options: the placement of the norms, then each
+    """Both stacks' TransformerSpec options: the placement of the norms, the key/value heads
+    and QK-norm, then each
     component's own (a callable one made from the config)."""
     from ctranslate2.specs import common_spec  # optional dependency: the serve extra
 
-    options: dict[str, Any] = {"pre_norm": cfg.norm_position == "pre"}
+    options: dict[str, Any] = {"pre_norm": cfg.norm_position == "pre", "qk_norm": cfg.qk_norm}
+    if cfg.kv_heads != cfg.n_heads:
+        options["num_heads_kv"] = cfg.kv_heads
     for key, registry in MAPPED:
         for name, value in registry.facts(getattr(cfg, key)).ct2.options.items():
             options[name] = value(cfg) if callable(value) else value
@@ -152,6 +176,7 @@ def build_spec(model: Transformer, tokens: list[str], src_bos: bool) -> Any:
         _linear(cross.linear[0], layer.cross_attn.q)
         _linear(cross.linear[1], layer.cross_attn.kv)  # fused [k; v]
         _linear(cross.linear[2], layer.cross_attn.out_proj)
+        _qk_norms(cross, layer.cross_attn, cfg)
         _ffn(layer_spec.ffn, layer.ffn, layer.res_ffn.norm, gated)
     if cfg.norm_position == "pre":
         _norm(enc.layer_norm, model.encoder_norm)

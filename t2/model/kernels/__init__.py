@@ -2,9 +2,15 @@
 flash_attn; every one computes softmax(q k^T / sqrt(Dh) + bias + mask) v and registers with
 its facts (t2.facts.KernelFacts). What they share is here.
 
-A kernel takes q, k, v of shape (B, H, T, Dh), an optional key padding mask (B, Tk) with
-True at padding, a causal flag, the dropout probability and an optional additive `bias`
-broadcastable to (B, H, Tq, Tk) in float (a positional scheme's, such as ALiBi's).
+A kernel takes q of shape (B, H, Tq, Dh), k and v of (B, Hkv, Tk, Dh), an optional key
+padding mask (B, Tk) with True at padding, a causal flag, the dropout probability, an
+optional additive `bias` broadcastable to (B, H, Tq, Tk) in float (a positional scheme's,
+such as ALiBi's) and an optional `values` term: a function of the probabilities (B, H, Tq,
+Tk), after dropout, whose (B, H, Tq, Dh) is added to the output (Shaw's relative values).
+Hkv divides H: each key/value head serves H / Hkv consecutive query heads (grouped-query
+attention, Ainslie et al. 2023; multi-query for Hkv = 1, Shazeer 2019), as transformers'
+repeat_kv and SDPA's enable_gqa order them. Every built-in kernel takes fewer key/value
+heads and a values term (their facts say `grouped` and `values`).
 """
 
 from __future__ import annotations
@@ -29,6 +35,15 @@ def kernel_named(name: str) -> Callable[..., Tensor]:
     kernel = ATTENTION.get(name)
     takes(ATTENTION, name, kernel, *CALL, bias=None)
     return kernel
+
+
+Values = Callable[[Tensor], Tensor]  # a term of the probabilities, added to the output
+
+
+def repeat_kv(k: Tensor, v: Tensor, heads: int) -> tuple[Tensor, Tensor]:
+    """k and v (B, Hkv, T, Dh) with each head repeated for its heads / Hkv query heads."""
+    group = heads // k.shape[-3]
+    return k.repeat_interleave(group, -3), v.repeat_interleave(group, -3)
 
 
 def _bool_mask(
@@ -108,10 +123,15 @@ def sdpa_on(
     else:
         mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
         is_causal = False
-    chosen = sdpa_kernel(list(backends), set_priority=True)
-    with chosen if code_path(q) == "cuda" else contextlib.nullcontext():
+    cuda = code_path(q) == "cuda"
+    gqa = {}  # a literal True where it applies: compiled, a comparison is a symbol
+    if k.shape[-3] != q.shape[-3] and mask is not None and cuda:
+        k, v = repeat_kv(k, v, q.shape[-3])  # CUDA's masked kernel has no GQA (its doc)
+    elif k.shape[-3] != q.shape[-3]:
+        gqa = {"enable_gqa": True}
+    with sdpa_kernel(list(backends), set_priority=True) if cuda else contextlib.nullcontext():
         return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, **gqa
         )
 
 
@@ -121,10 +141,24 @@ def attention_weights(
     """The attention probabilities softmax(q k^T / sqrt(Dh) + bias + mask), (B, H, Tq, Tk)."""
     # no `import math` in this package: its kernel module t2.model.kernels.math would
     # take that name here once imported
-    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / q.shape[-1] ** 0.5
+    if k.shape[-3] == q.shape[-3]:
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / q.shape[-1] ** 0.5
+    else:  # query heads (Hkv, group): each group's over its one key head
+        grouped = q.unflatten(-3, (k.shape[-3], -1))
+        scores = torch.einsum("bngqd,bnkd->bngqk", grouped, k).flatten(-4, -3) / q.shape[-1] ** 0.5
     if bias is not None:
         scores = scores + bias.to(scores.dtype)
     mask = _bool_mask(key_padding, causal, q.shape[-2], k.shape[-2], q.device)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return scores.softmax(dim=-1)
+
+
+def weighted_values(weights: Tensor, v: Tensor, values: Values | None = None) -> Tensor:
+    """The probabilities (B, H, Tq, Tk) times v (B, Hkv, Tk, Dh), plus the `values` term."""
+    if v.shape[-3] == weights.shape[-3]:
+        out = torch.einsum("bhqk,bhkd->bhqd", weights, v)
+    else:
+        grouped = weights.unflatten(-3, (v.shape[-3], -1))
+        out = torch.einsum("bngqk,bnkd->bngqd", grouped, v).flatten(-4, -3)
+    return out if values is None else out + values(weights)

@@ -7,6 +7,7 @@ import importlib.util
 import torch
 
 from t2.facts import KernelFacts
+from t2.model.kernels import Values
 from t2.model.kernels.sdpa import sdpa_attention
 from t2.registry import ATTENTION
 
@@ -14,7 +15,7 @@ Tensor = torch.Tensor
 FLASH_ATTN_AVAILABLE = importlib.util.find_spec("flash_attn") is not None
 
 
-@ATTENTION.register("flash_attn", KernelFacts(fused=True))
+@ATTENTION.register("flash_attn", KernelFacts(fused=True, grouped=True, values=True))
 def flash_attention(
     q: Tensor,
     k: Tensor,
@@ -23,12 +24,14 @@ def flash_attention(
     causal: bool,
     dropout_p: float,
     bias: Tensor | None = None,
+    values: Values | None = None,
 ) -> Tensor:
     """FlashAttention-2 (Dao 2023) when installed, on CUDA in 16-bit and without a padding
-    mask or bias (decoder self-attention); everything else falls back to PyTorch's SDPA."""
+    mask, bias or values term (decoder self-attention); everything else falls back to
+    PyTorch's SDPA. It takes fewer key/value heads as they come (its MQA/GQA)."""
     usable = FLASH_ATTN_AVAILABLE and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
-    if not usable or key_padding is not None or bias is not None:
-        return sdpa_attention(q, k, v, key_padding, causal, dropout_p, bias)
+    if not usable or key_padding is not None or bias is not None or values is not None:
+        return sdpa_attention(q, k, v, key_padding, causal, dropout_p, bias, values)
     from flash_attn import flash_attn_func  # optional dependency: the flash extra
 
     out = flash_attn_func(

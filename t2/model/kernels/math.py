@@ -6,13 +6,13 @@ import torch
 import torch.nn.functional as F
 
 from t2.facts import KernelFacts
-from t2.model.kernels import attention_weights
+from t2.model.kernels import Values, attention_weights, weighted_values
 from t2.registry import ATTENTION
 
 Tensor = torch.Tensor
 
 
-@ATTENTION.register("math", KernelFacts(fused=False))
+@ATTENTION.register("math", KernelFacts(fused=False, grouped=True, values=True))
 def math_attention(
     q: Tensor,
     k: Tensor,
@@ -21,7 +21,8 @@ def math_attention(
     causal: bool,
     dropout_p: float,
     bias: Tensor | None = None,
+    values: Values | None = None,
 ) -> Tensor:
     """The explicit formula, for reference: softmax(q k^T / sqrt(Dh) + bias + mask) v."""
     weights = F.dropout(attention_weights(q, k, key_padding, causal, bias), p=dropout_p)
-    return torch.einsum("bhqk,bhkd->bhqd", weights, v)
+    return weighted_values(weights, v, values)

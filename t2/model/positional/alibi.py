@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from t2.facts import Ct2, PositionalFacts
-from t2.model.positional import Positional
+from t2.model.positional import PerShape, Positional, relative_positions
 from t2.registry import POSITIONAL
 
 
@@ -39,22 +40,16 @@ class AlibiPositional(Positional):
         super().__init__(d_model, d_head, max_positions, base)
         slopes = torch.tensor(alibi_slopes(d_model // d_head))
         self.register_buffer("slopes", slopes[:, None, None], False)  # (H, 1, 1)
-        self._last: tuple[tuple, torch.Tensor] | None = None  # the last shape's bias
+        self._bias_of_shape: PerShape[torch.Tensor] = PerShape()
 
     def attention_bias(
-        self, n_queries: int, n_keys: int, offset: int, device: torch.device
+        self, q: torch.Tensor, n_keys: int, offset: int, part: nn.Module | None = None
     ) -> torch.Tensor:
-        """Built once per shape: every self-attention layer of a forward pass asks for the
-        same one (the compiler shares it by itself)."""
-        if torch.compiler.is_compiling():
-            return self._bias(n_queries, n_keys, offset, device)
+        """Built once per shape (PerShape)."""
+        n_queries, device = q.shape[-2], q.device
         key = (n_queries, n_keys, offset, device, self.slopes.data_ptr())
-        if self._last is None or self._last[0] != key:
-            self._last = (key, self._bias(n_queries, n_keys, offset, device))
-        return self._last[1]
+        return self._bias_of_shape.get(key, lambda: self._bias(n_queries, n_keys, offset, device))
 
     def _bias(self, n_queries: int, n_keys: int, offset: int, device: torch.device) -> torch.Tensor:
-        queries = torch.arange(offset, offset + n_queries, device=device)
-        keys = torch.arange(n_keys, device=device)
-        distance = (queries[:, None] - keys[None, :]).abs().float()  # (Tq, Tk)
+        distance = relative_positions(n_queries, n_keys, offset, device).abs().float()
         return (-self.slopes.to(device) * distance)[None]  # (1, H, Tq, Tk)

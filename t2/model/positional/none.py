@@ -10,7 +10,7 @@ from t2.model.positional import Positional
 from t2.registry import POSITIONAL
 
 
-def _zero_table(cfg: ModelConfig) -> torch.Tensor:
+def _zero_table(cfg: ModelConfig, part: None) -> torch.Tensor:
     """A relative-position table of distances -1..1 (Shaw et al. 2018) that adds nothing."""
     return torch.zeros(3, cfg.d_head)
 
