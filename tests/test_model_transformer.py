@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from covering import swept, unmet
 
 from t2.model.loss import smoothed_cross_entropy
 from t2.model.summary import count_parameters
@@ -21,15 +22,20 @@ def _tokens(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(1, V, shape, generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS)
-@pytest.mark.parametrize("ffn", FFN.names())
-@pytest.mark.parametrize("norm", NORM.names())
-@pytest.mark.parametrize("positional", POSITIONAL.names())
-def test_every_combination_trains(tiny_model_config, positional, norm, ffn, placement):
+# every positional x norm x feed-forward x placement, each with a residual connection such
+# that every connection meets every other component (tests/covering.py): the product with
+# the connections would be four times as many models
+SWEEP = swept(POSITIONAL.names(), NORM.names(), FFN.names(), PLACEMENTS)
+
+
+@pytest.mark.parametrize(("positional", "norm", "ffn", "placement", "residual"), SWEEP)
+def test_every_combination_trains(tiny_model_config, positional, norm, ffn, placement, residual):
     """Builds, runs forward and backward with every part wired in, and learns: ten Adam
     steps on one padded batch lower its loss."""
     torch.manual_seed(0)
-    cfg = tiny_model_config(positional=positional, norm=norm, ffn=ffn, norm_position=placement)
+    cfg = tiny_model_config(
+        positional=positional, norm=norm, ffn=ffn, norm_position=placement, residual=residual
+    )
     model = Transformer(cfg).train()
     src, tgt = _tokens(2, 7), _tokens(2, 6, seed=1)
     src[1, 4:] = 0  # padded source and target
@@ -50,6 +56,10 @@ def test_every_combination_trains(tiny_model_config, positional, norm, ffn, plac
         loss, _ = model(src, tgt[:, :-1], tgt[:, 1:], 0.1)
         loss.backward()
     assert loss.item() < 0.8 * first, (first, loss.item())
+
+
+def test_the_sweep_meets_every_residual_connection_with_every_component():
+    assert unmet(SWEEP) == []
 
 
 @pytest.mark.parametrize("tie", ["all", "decoder", "none"])

@@ -14,7 +14,7 @@ import pytest
 
 from t2.cli import main
 from t2.errors import ConfigError
-from t2.registry import FFN, NORM, POSITIONAL
+from t2.registry import FFN, NORM, POSITIONAL, RESIDUAL
 from t2.sanity.combos import (
     AXES,
     Combination,
@@ -28,12 +28,12 @@ from t2.sanity.suite import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-BASE = Combination("sinusoidal", "layernorm", "relu", "post")
+BASE = Combination("sinusoidal", "layernorm", "relu", "post", "plain")
 
 
 def test_base_and_v2_come_from_their_recipes():
     assert base() == BASE
-    assert parse_spec("v2") == Combination("rope", "rmsnorm", "swiglu", "post")
+    assert parse_spec("v2") == Combination("rope", "rmsnorm", "swiglu", "post", "plain")
 
 
 def test_default_set_is_base_every_one_swap_and_v2():
@@ -42,17 +42,21 @@ def test_default_set_is_base_every_one_swap_and_v2():
     swaps = combos[1:-1]
     for combo in swaps:  # exactly one axis differs from base
         assert sum(a != b for a, b in zip(combo.values(), BASE.values(), strict=True)) == 1
-    registered = [POSITIONAL.names(), NORM.names(), FFN.names(), ["post", "pre"]]
-    assert len(swaps) == sum(len(names) - 1 for names in registered) == 9
-    assert len(set(combos)) == len(combos) == 11
+    registered = [POSITIONAL.names(), NORM.names(), FFN.names(), ["post", "pre"], RESIDUAL.names()]
+    assert len(swaps) == sum(len(names) - 1 for names in registered) == 13
+    assert len(set(combos)) == len(combos) == 15
 
 
 def test_cross_product_is_every_registered_combination():
     combos = cross_product()
-    registered = [POSITIONAL.names(), NORM.names(), FFN.names(), ["post", "pre"]]
-    assert set(combos) == {Combination(*v) for v in itertools.product(*registered)}
-    assert len(combos) == len(set(combos)) == 80
-    assert len({c.folder for c in combos}) == 80  # every run directory distinct
+    registered = [POSITIONAL.names(), NORM.names(), FFN.names(), ["post", "pre"], RESIDUAL.names()]
+    product = {Combination(*v) for v in itertools.product(*registered)}
+    # deepnorm is defined for post-norm only
+    assert set(combos) == {
+        c for c in product if (c.residual, c.norm_position) != ("deepnorm", "pre")
+    }
+    assert len(combos) == len(set(combos)) == 5 * 3 * 4 * (4 + 3)
+    assert len({c.folder for c in combos}) == len(combos)  # every run directory distinct
 
 
 @pytest.mark.parametrize(
@@ -61,16 +65,16 @@ def test_cross_product_is_every_registered_combination():
         ("base", BASE, "base"),
         (
             "positional=rope,norm=rmsnorm",
-            Combination("rope", "rmsnorm", "relu", "post"),
+            Combination("rope", "rmsnorm", "relu", "post", "plain"),
             "rope+rmsnorm",
         ),
         (
             "rmsnorm,swiglu,pre",
-            Combination("sinusoidal", "rmsnorm", "swiglu", "pre"),
+            Combination("sinusoidal", "rmsnorm", "swiglu", "pre", "plain"),
             "rmsnorm+swiglu+pre",
         ),
-        ("model.ffn=gelu", Combination("sinusoidal", "layernorm", "gelu", "post"), "gelu"),
-        ("rope+rmsnorm+swiglu", Combination("rope", "rmsnorm", "swiglu", "post"), "v2"),
+        ("model.ffn=gelu", Combination("sinusoidal", "layernorm", "gelu", "post", "plain"), "gelu"),
+        ("rope+rmsnorm+swiglu", Combination("rope", "rmsnorm", "swiglu", "post", "plain"), "v2"),
     ],
 )
 def test_specs_name_combinations(spec, want, label):
@@ -84,9 +88,10 @@ def test_specs_name_combinations(spec, want, label):
     "spec, words",
     [
         ("bogus", ["'bogus'", "base, v2", "positional: alibi, learned, none, rope, sinusoidal"]),
-        ("norm=rope", ["'norm=rope'", "norm: layernorm, rmsnorm"]),
+        ("norm=rope", ["'norm=rope'", "norm: layernorm, rmsnorm, scalenorm"]),
         ("rope,learned", ["positional twice"]),
         ("", ["names no combination"]),
+        ("deepnorm,pre", ["'deepnorm,pre' is no model: residual deepnorm is defined for post"]),
     ],
 )
 def test_bad_specs_fail_in_one_line(spec, words):
@@ -194,7 +199,7 @@ def test_a_combination_learns_copy_to_the_pass_mark_and_a_rerun_reads_it(tmp_pat
         assert int(row["test_sentences"]) == 300
     table = (tmp_path / "sanity.md").read_text(encoding="utf-8")
     assert table in first.stdout
-    assert "| rmsnorm+swiglu+pre | sinusoidal rmsnorm swiglu pre |" in table
+    assert "| rmsnorm+swiglu+pre | sinusoidal rmsnorm swiglu pre plain |" in table
     # a finished run is read, not trained again: the same table, no training output
     again = sanity(tmp_path)
     assert again.returncode == 0 and again.stdout.count("; read)") == 1

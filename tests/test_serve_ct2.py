@@ -5,7 +5,6 @@ and evaluates with the export; what cannot be exported fails in one line."""
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from covering import swept, unmet
 from toy_task import build_tokenizer, toy_pairs, write_run
 
 from t2.cli import main, run_script
@@ -24,7 +24,7 @@ from t2.exporting import export
 from t2.model.transformer import Transformer
 from t2.opener import open_model
 from t2.registry import FFN, NORM, POSITIONAL
-from t2.serve.ct2 import EXPORT_META, ExportError, check_exportable
+from t2.serve.ct2 import EXPORT_META, MAPPED, ExportError, check_exportable
 from t2.serve.engine import pad_batch
 
 pytest.importorskip("ctranslate2")
@@ -33,9 +33,17 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 GREEDY = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=6, batch_size=16)
 TIES = ("all", "decoder", "none")
-# the schemes CTranslate2 expresses, by their facts; a refused one (alibi) is tested below
-EXPORTABLE = [n for n in POSITIONAL.names() if not POSITIONAL.facts(n).ct2.unexpressed]
-COMBINATIONS = list(itertools.product(EXPORTABLE, NORM.names(), FFN.names(), ("post", "pre")))
+
+
+def exportable(registry) -> list[str]:
+    """The names CTranslate2 expresses, by their facts; refused ones are tested below."""
+    return [n for n in registry.names() if not registry.facts(n).ct2.unexpressed]
+
+
+EXPORTABLE = exportable(POSITIONAL)
+# every exportable positional x norm x feed-forward x placement, each with an exportable
+# residual connection such that every one meets every other component (tests/covering.py)
+COMBINATIONS = swept(EXPORTABLE, exportable(NORM), FFN.names(), ("post", "pre"), ct2=True)
 
 
 def export_run(run: Path, out: Path, quant: str = "float32") -> Path:
@@ -128,16 +136,16 @@ def export_model(model: Transformer, tokenizer, root: Path, src_bos: bool, quant
     return open_engine(export_run(run, root / "ct2", quant))
 
 
-@pytest.mark.parametrize(("positional", "norm", "ffn", "place"), COMBINATIONS)
+@pytest.mark.parametrize(("positional", "norm", "ffn", "place", "residual"), COMBINATIONS)
 def test_every_combination_exports_with_identical_greedy_ids(
-    vocab, tmp_path, positional, norm, ffn, place
+    vocab, tmp_path, positional, norm, ffn, place, residual
 ):
     """Tie options, bias, BOS in the source, norm epsilon, the sinusoid / RoPE base and the
     learned table's size (3 rows past the longest source, so long outputs stop at the table)
     vary along the sweep, so each meets every positional scheme; log-probabilities are
     checked on random targets at every position."""
     tokenizer, sentences = vocab
-    i = COMBINATIONS.index((positional, norm, ffn, place))
+    i = COMBINATIONS.index((positional, norm, ffn, place, residual))
     src_bos = (i // 2) % 2 == 0
     _SOURCES[:] = encode_source(tokenizer, sentences, src_bos)
     short_table = max(13, max(map(len, _SOURCES)) + 3)
@@ -148,9 +156,8 @@ def test_every_combination_exports_with_identical_greedy_ids(
         rope_base=(1e4, 500.0)[i % 5 // 4],
         max_positions=short_table if positional == "learned" and i % 2 else 1024,
     )
-    model, ours = tiny_model(
-        len(tokenizer), i, positional=positional, norm=norm, ffn=ffn, norm_position=place, **options
-    )
+    components = dict(positional=positional, norm=norm, ffn=ffn, residual=residual)
+    model, ours = tiny_model(len(tokenizer), i, norm_position=place, **components, **options)
     engine = export_model(model, tokenizer, tmp_path, src_bos)
     assert [h[0].tokens for h in engine.search(_SOURCES, GREEDY)] == ours
     gen = torch.Generator().manual_seed(i)
@@ -293,6 +300,39 @@ def test_a_quantized_export_loads_and_translates(toy, exported, tmp_path, quant)
     assert sum(x == y for x, y in zip(a, b, strict=True)) >= 90  # the toy task, nearly all
     computed = open_engine(out, "ct2", precision="float32").translator.compute_type
     assert computed == "float32"  # --precision: CTranslate2's compute type at load
+
+
+def test_the_sweep_meets_every_exportable_residual_connection_with_every_component():
+    assert unmet(COMBINATIONS, ct2=True) == []
+
+
+def test_deepnorm_exports_exactly_at_a_large_epsilon(vocab, tmp_path):
+    """DeepNorm's alpha is folded into the scale of CTranslate2's stream, not into the
+    sublayer with the norm's epsilon rescaled (t2.serve.ct2_residual): exact at any
+    epsilon, where the other fold, LN(x + f / alpha) for LN(alpha x + f), is not."""
+    tokenizer, sentences = vocab
+    _SOURCES[:] = encode_source(tokenizer, sentences, False)
+    model, ours = tiny_model(len(tokenizer), 5, residual="deepnorm", norm_eps=0.5, bias=False)
+    alpha = model.decoder[0].res_self.connection.alpha  # (3 M)^(1/4), 1.57 for M = 2
+    x, f = torch.randn(4, 32), torch.randn(4, 32)
+    folded = F.layer_norm(x + f / alpha, (32,), eps=0.5)
+    assert (F.layer_norm(alpha * x + f, (32,), eps=0.5) - folded).abs().max() > 1e-2
+    engine = export_model(model, tokenizer, tmp_path, False)
+    assert [h[0].tokens for h in engine.search(_SOURCES, GREEDY)] == ours
+    targets = torch.randint(3, len(tokenizer), (len(_SOURCES), 9), generator=torch.Generator())
+    _same_log_probs(model, engine, targets)
+
+
+@pytest.mark.parametrize(
+    "key, name",
+    [(k, n) for k, reg in MAPPED for n in reg.names() if reg.facts(n).ct2.unexpressed],
+)
+def test_every_component_ctranslate2_cannot_express_is_refused_in_one_line(key, name):
+    with pytest.raises(ExportError) as err:
+        check_exportable(ModelConfig(**{key: name}))
+    message = str(err.value)
+    assert message.startswith(f"model.{key}={name!r} has no CTranslate2 equivalent (")
+    assert message.endswith(f"; export a run with another model.{key}") and "\n" not in message
 
 
 def test_a_component_ctranslate2_cannot_express_fails_in_one_line(vocab, tmp_path, capsys):

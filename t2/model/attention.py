@@ -161,6 +161,11 @@ class SelfAttention(_Attention):
         super().__init__(d_model, n_heads, dropout, bias, kernel)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
 
+    def values_and_output(self) -> list[Tensor]:
+        """The matrices that make what attention writes (not where it reads): the value
+        rows of the fused projection and the output projection (DeepNorm scales them)."""
+        return [self.qkv.weight.chunk(3, dim=0)[2], self.out_proj.weight]
+
     def forward(
         self,
         x: Tensor,  # (B, T, D)
@@ -204,6 +209,10 @@ class CrossAttention(_Attention):
         super().__init__(d_model, n_heads, dropout, bias, kernel)
         self.q = nn.Linear(d_model, d_model, bias=bias)
         self.kv = nn.Linear(d_model, 2 * d_model, bias=bias)
+
+    def values_and_output(self) -> list[Tensor]:
+        """As SelfAttention's: the value rows of [k; v] and the output projection."""
+        return [self.kv.weight.chunk(2, dim=0)[1], self.out_proj.weight]
 
     def forward(
         self,

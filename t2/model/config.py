@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from t2.errors import ConfigError
-from t2.registry import ATTENTION, FFN, NORM, POSITIONAL
+from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, RESIDUAL
 from t2.section import Section, choice, component
 
 
@@ -30,6 +30,9 @@ class ModelConfig(Section):
     ffn: str = component("relu", FFN)
     attention: str = component("sdpa", ATTENTION)
     norm_position: str = choice("post", "pre")
+    # how a sublayer's output joins the residual stream: plain x + f (the paper), deepnorm,
+    # rezero, layerscale (t2/model/residual/; docs/components.md)
+    residual: str = component("plain", RESIDUAL)
     tie_embeddings: str = choice("all", "decoder", "none")  # all: src, tgt and output share
     bias: bool = True  # biases in linear layers
     norm_eps: float = 1e-5

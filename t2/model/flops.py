@@ -3,18 +3,21 @@
 A multiply-add is 2 FLOPs; a matmul of (m x k) by (k x n) costs 2mkn. For one sentence pair
 with s source and t target tokens, width d, feed-forward size f (a gated one: three matrices
 of hidden size h = ModelConfig.d_hidden, 2/3 f, instead of two of f) and vocabulary V, with
-the feed-forward's term and the positional scheme's (none for the built-in schemes) taken
-from each component's facts (t2.facts):
+the feed-forward's term, the positional scheme's and the residual connection's (none for
+the built-in schemes and connections: theirs is elementwise) taken from each component's
+facts (t2.facts):
 
   encoder layer   self q, k, v, out        8 s d^2
                   scores QK^T and A V      4 s^2 d   (+ the positional scheme's)
                   feed-forward             4 s d f   (gated: 6 s d h)
+                  2 residual connections   (the connection's)
   decoder layer   self q, k, v, out        8 t d^2
                   self scores and A V      4 t^2 d   (+ the positional scheme's)
                   cross q and out          4 t d^2
                   cross k and v            4 s d^2   (the source's memory, once per layer)
                   cross scores and A V     4 t s d
                   feed-forward             4 t d f   (gated: 6 t d h)
+                  3 residual connections   (the connection's)
   output projection                        2 t d V
 
 Training costs 3x the forward pass: the backward of each matmul is two matmuls of the same
@@ -29,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from t2.model.config import ModelConfig
-from t2.registry import FFN, POSITIONAL
+from t2.registry import FFN, POSITIONAL, RESIDUAL
 
 
 def _ffn_flops(cfg: ModelConfig, n: int) -> int:
@@ -41,11 +44,22 @@ def _positions_flops(cfg: ModelConfig, n: int) -> int:
     return POSITIONAL.facts(cfg.positional).flops(n, n, cfg.d_model)
 
 
+def _residual_flops(cfg: ModelConfig, n: int) -> int:
+    """A residual connection's own matmuls in one sublayer over n tokens."""
+    return n * RESIDUAL.facts(cfg.residual).flops(cfg.d_model)
+
+
 def forward_flops(cfg: ModelConfig, s: int, t: int) -> int:
     """Forward matmul FLOPs of one pair with s source and t target tokens (t2's shapes:
     the target counts BOS + tokens, the decoder input)."""
     d, V = cfg.d_model, cfg.vocab_size  # noqa: N806
-    encoder = 8 * s * d * d + 4 * s * s * d + _positions_flops(cfg, s) + _ffn_flops(cfg, s)
+    encoder = (
+        8 * s * d * d
+        + 4 * s * s * d
+        + _positions_flops(cfg, s)
+        + _ffn_flops(cfg, s)
+        + 2 * _residual_flops(cfg, s)
+    )
     decoder = (
         8 * t * d * d
         + 4 * t * t * d
@@ -54,6 +68,7 @@ def forward_flops(cfg: ModelConfig, s: int, t: int) -> int:
         + 4 * s * d * d
         + 4 * t * s * d
         + _ffn_flops(cfg, t)
+        + 3 * _residual_flops(cfg, t)
     )
     return cfg.n_encoder_layers * encoder + cfg.n_decoder_layers * decoder + 2 * t * d * V
 

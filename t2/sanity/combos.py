@@ -1,9 +1,11 @@
 """What the sanity suite trains: component combinations, tasks and their pass marks.
 
 A combination is one value per axis of the model's component choices (model.positional,
-model.norm, model.ffn, model.norm_position). `--only` names combinations as specs: `base`,
-`v2`, `positional=rope,norm=rmsnorm` (axes not named keep the base combination's value), or
-the values alone, `rope,rmsnorm`, since no value belongs to two axes.
+model.norm, model.ffn, model.norm_position, model.residual); a residual connection comes
+only with the placements its facts define it for (DeepNorm: post). `--only` names
+combinations as specs: `base`, `v2`, `positional=rope,norm=rmsnorm` (axes not named keep
+the base combination's value), or the values alone, `rope,rmsnorm`, since no value
+belongs to two axes.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from dataclasses import dataclass
 from t2.config import ModelConfig
 from t2.errors import ConfigError
 from t2.recipes import load_raw
-from t2.registry import FFN, NORM, POSITIONAL
+from t2.registry import FFN, NORM, POSITIONAL, RESIDUAL
 
-AXES = ("positional", "norm", "ffn", "norm_position")  # ModelConfig's names for them
+AXES = ("positional", "norm", "ffn", "norm_position", "residual")  # ModelConfig's names
 RECIPE = "sanity"  # the tiny model and training settings: recipes/sanity.yaml
 NAMED_RECIPES = {"base": "base", "v2": "v2_rope_rmsnorm"}  # named combinations
 # report 002: exact match of at least 99% on the toy tasks, 90% on the two sanity checks
@@ -55,6 +57,7 @@ def choices() -> dict[str, list[str]]:
         "norm": NORM.names(),
         "ffn": FFN.names(),
         "norm_position": sorted(position.metadata["choices"]),
+        "residual": RESIDUAL.names(),
     }
 
 
@@ -66,6 +69,7 @@ class Combination:
     norm: str
     ffn: str
     norm_position: str
+    residual: str
 
     @classmethod
     def of_recipe(cls, recipe: str) -> Combination:
@@ -114,9 +118,20 @@ def default_set() -> list[Combination]:
     return out + ([v2] if v2 not in out else [])
 
 
+def undefined(combo: Combination) -> str:
+    """Why the combination is not a model (a residual connection at a placement its formula
+    is not defined for), or ""."""
+    placements = RESIDUAL.facts(combo.residual).placements
+    if combo.norm_position in placements:
+        return ""
+    return f"residual {combo.residual} is defined for {' or '.join(placements)} only"
+
+
 def cross_product() -> list[Combination]:
-    """Every positional x norm x feed-forward x placement combination."""
-    return [Combination(*values) for values in itertools.product(*choices().values())]
+    """Every positional x norm x feed-forward x placement x residual combination that is a
+    model."""
+    product = (Combination(*values) for values in itertools.product(*choices().values()))
+    return [c for c in product if not undefined(c)]
 
 
 def parse_spec(spec: str) -> Combination:
@@ -141,7 +156,10 @@ def parse_spec(spec: str) -> Combination:
         changes[axis] = value
     if not changes:
         raise ConfigError(f"--only {spec!r} names no combination; e.g. base, v2, rope,pre")
-    return dataclasses.replace(base(), **changes)
+    combo = dataclasses.replace(base(), **changes)
+    if why := undefined(combo):
+        raise ConfigError(f"--only {spec!r} is no model: {why}; pick another combination")
+    return combo
 
 
 def parse_tasks(text: str) -> list[str]:

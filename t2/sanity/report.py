@@ -8,14 +8,12 @@ import io
 from pathlib import Path
 
 from t2.atomic import atomic_text
+from t2.sanity.combos import AXES
 from t2.sanity.suite import Outcome
 
 CSV_FIELDS = (
     "combination",
-    "positional",
-    "norm",
-    "ffn",
-    "norm_position",
+    *AXES,
     "task",
     "pass_mark",
     "valid_reached",
