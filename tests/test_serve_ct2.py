@@ -323,6 +323,19 @@ def test_deepnorm_exports_exactly_at_a_large_epsilon(vocab, tmp_path):
     _same_log_probs(model, engine, targets)
 
 
+def test_a_connection_that_cannot_be_folded_is_refused_in_one_line():
+    """A scaled stream before pre-norm sublayers does not cancel; a connection that is not
+    a x + b f(x) has nothing to fold (t2.serve.ct2_residual)."""
+    from t2.model.residual import Connection, Depth, build_residual
+    from t2.serve.ct2_residual import fold_stack
+
+    deepnorm = build_residual("deepnorm", 8, Depth(2, 2, False), "post")
+    with pytest.raises(ExportError, match="scales the stream before pre-norm sublayers"):
+        fold_stack([], [None], [deepnorm], True, "deepnorm")
+    with pytest.raises(ExportError, match="'gate' is not a x \\+ b f\\(x\\)"):
+        fold_stack([], [None], [Connection(8, Depth(2, 2, False))], False, "gate")
+
+
 @pytest.mark.parametrize(
     "key, name",
     [(k, n) for k, reg in MAPPED for n in reg.names() if reg.facts(n).ct2.unexpressed],

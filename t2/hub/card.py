@@ -27,6 +27,7 @@ ARCHITECTURE = (
     "positional",
     "norm",
     "norm_position",
+    "residual",
     "ffn",
     "attention",
     "tie_embeddings",

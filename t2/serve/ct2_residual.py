@@ -66,7 +66,13 @@ def fold_stack(
     """Fold a stack's connections (in the stream's order, one per sublayer spec) into its
     specs; `entry`: the (spec, attribute) pairs that put the stream in (embeddings, the
     position table). `key`: the config value that names the connection, for errors."""
-    coefficients = [c.coefficients() for c in connections]
+    try:
+        coefficients = [c.coefficients() for c in connections]
+    except NotImplementedError:
+        raise ExportError(
+            f"model.residual={key!r} is not a x + b f(x) (no coefficients); give its facts a "
+            f"Ct2 unexpressed reason, or its class a coefficients method"
+        ) from None
     scales = [a.float() for a, _ in coefficients]
     if any(not _is_one(a) for a in scales):
         if pre:
