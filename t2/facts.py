@@ -67,6 +67,25 @@ class NormFacts:
 
 
 @dataclass(frozen=True)
+class ResidualFacts:
+    """A residual connection (model.residual): how a sublayer's output y joins the stream x
+    (t2.model.residual). `params(d_model)`: its parameters in each sublayer; `normed`:
+    whether the sublayer keeps model.norm (ReZero has none); `placements`: the
+    model.norm_position values its formula is defined for (DeepNorm: post); `saved(d_model)`
+    and `flops(d_model)`: the elements a token keeps for the backward pass and the matmul
+    FLOPs a token costs in each sublayer; `ct2`: CTranslate2's options, or `unexpressed`
+    (an expressible one is folded into the weights by its coefficients,
+    t2.serve.ct2_residual)."""
+
+    params: Callable[[int], int]
+    normed: bool
+    placements: tuple[str, ...]
+    ct2: Ct2
+    saved: Callable[[int], float] = uncounted
+    flops: Callable[[int], int] = uncounted
+
+
+@dataclass(frozen=True)
 class FfnFacts:
     """A position-wise feed-forward network (model.ffn): `gated`, a GLU (act(x W) * (x V))
     W2 whose three matrices have 2/3 the hidden size (Shazeer 2020), else act(x W1) W2 with

@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from t2.errors import ConfigError, failed_import
-from t2.facts import FfnFacts, KernelFacts, NormFacts, PositionalFacts, SearchFacts
+from t2.facts import (
+    FfnFacts,
+    KernelFacts,
+    NormFacts,
+    PositionalFacts,
+    ResidualFacts,
+    SearchFacts,
+)
 from t2.installed import entry_points, package_of
 
 T = TypeVar("T")
@@ -232,6 +239,9 @@ POSITIONAL: Registry = Registry(
 )
 NORM: Registry = Registry("normalisation (model.norm)", "norm", "t2.model.norm", NormFacts)
 FFN: Registry = Registry("feed-forward (model.ffn)", "ffn", "t2.model.ffn", FfnFacts)
+RESIDUAL: Registry = Registry(
+    "residual connection (model.residual)", "residual", "t2.model.residual", ResidualFacts
+)
 ATTENTION: Registry = Registry(
     "attention kernel (model.attention)", "attention", "t2.model.kernels", KernelFacts
 )
@@ -239,7 +249,9 @@ SEARCH: Registry = Registry(
     "search strategy (decode.search)", "search", "t2.decoding.search", SearchFacts
 )
 EXPORT: Registry = Registry("export format (t2 export --format)", "export", "t2.formats.export")
-KINDS: dict[str, Registry] = {r.key: r for r in (POSITIONAL, NORM, FFN, ATTENTION, SEARCH, EXPORT)}
+KINDS: dict[str, Registry] = {
+    r.key: r for r in (POSITIONAL, NORM, FFN, RESIDUAL, ATTENTION, SEARCH, EXPORT)
+}
 
 
 def registry(kind: str) -> Registry:
@@ -251,5 +263,5 @@ def registry(kind: str) -> Registry:
 
 def register(kind: str, name: str, facts: Any = None) -> Callable[[Any], Any]:
     """Register a component defined outside t2 as `name` of `kind` (positional, norm, ffn,
-    attention, search, export) with its facts: the same decorator t2's own use."""
+    residual, attention, search, export) with its facts: the same decorator t2's own use."""
     return registry(kind).register(name, facts)

@@ -46,9 +46,12 @@ SRC = torch.tensor([[5, 9, 14, 22, 2], [7, 30, 2, 0, 0]])  # padded batch, EOS =
 TGT = torch.tensor([[1, 11, 12, 40], [1, 8, 3, 0]])
 
 
-def make_run(root: Path, step: int = 3, results: bool = True, **model) -> tuple[Path, Path]:
+def make_run(
+    root: Path, step: int = 3, results: bool = True, moved: bool = False, **model
+) -> tuple[Path, Path]:
     """A run directory with one checkpoint of a random tiny model, the fixture's tokenizer
-    and the metrics and results a training run writes: (run, checkpoint)."""
+    and the metrics and results a training run writes: (run, checkpoint). `moved`: every
+    parameter off its initial value (ReZero's 0 too), so that one not loaded shows."""
     run = RunDir(root / "run")
     run.path.mkdir(parents=True)
     shutil.copytree(TOKENIZER, run.tokenizer)
@@ -57,7 +60,11 @@ def make_run(root: Path, step: int = 3, results: bool = True, **model) -> tuple[
     write_json(run.meta, new_meta(1, recipe="tiny_recipe"))
     torch.manual_seed(step)
     state = {"step": step, "optimizer": {}, "scheduler": {}, "rng": {}, "data": {}}
-    ckpt = save_checkpoint(run, step, Transformer(cfg.model), cfg, state, keep_last=2, best=True)
+    net = Transformer(cfg.model)
+    with torch.no_grad():
+        for p in net.parameters() if moved else ():
+            p.add_(0.1 * torch.randn_like(p))
+    ckpt = save_checkpoint(run, step, net, cfg, state, keep_last=2, best=True)
     records = [
         {"step": step, "loss": 2.5, "train_tokens": 123456, "elapsed_s": 90.0},
         {
@@ -106,15 +113,24 @@ ATTENTION_VARIANTS = (  # Shaw's tables per layer, T5's shared per stack, fewer 
     dict(positional="relative", n_kv_heads=1, qk_norm=True),
     dict(positional="t5", n_kv_heads=1, n_encoder_layers=2, n_decoder_layers=2),
 )
+# the norm and residual variants: each connection, ScaleNorm, ReZero's norm-free sublayers
+VARIANTS = (
+    dict(norm="scalenorm", residual="layerscale"),
+    dict(residual="deepnorm"),
+    dict(residual="rezero", norm_position="pre"),
+)
 
 
 @pytest.mark.parametrize(
     "model",
-    [{}, MODERN, *ATTENTION_VARIANTS],
-    ids=["paper", "rope-rmsnorm-swiglu-pre-untied", "relative-mqa-qknorm", "t5-mqa"],
+    [{}, MODERN, *ATTENTION_VARIANTS, *VARIANTS],
+    ids=[
+        *("paper", "rope-rmsnorm-swiglu-pre-untied", "relative-mqa-qknorm", "t5-mqa"),
+        *("scalenorm-layerscale", "deepnorm", "rezero"),
+    ],
 )
 def test_the_round_trip_gives_identical_logits_config_and_tokenizer(tmp_path, model):
-    run, ckpt = make_run(tmp_path, **model)
+    run, ckpt = make_run(tmp_path, moved=True, **model)
     folder = save_run(run, tmp_path / "saved")
     assert is_pretrained(folder) and (folder / "README.md").is_file()
     loaded = from_pretrained(folder)

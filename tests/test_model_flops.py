@@ -15,7 +15,7 @@ from t2.model.flops import flops_per_token, forward_flops, training_flops
 from t2.model.positional import Positional
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
-from t2.registry import FFN, POSITIONAL
+from t2.registry import FFN, NORM, POSITIONAL, RESIDUAL
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -51,6 +51,19 @@ def test_forward_flops_equal_the_counted_matmuls(tiny_model_config, ffn, positio
     s, t, batch = 7, 5, 3
     src, tgt = torch.randint(3, 50, (batch, s)), torch.randint(3, 50, (batch, t))
     assert counted(model, src, tgt, backward=False) == batch * forward_flops(cfg, s, t)
+
+
+@pytest.mark.parametrize("residual", RESIDUAL.names())
+def test_forward_flops_equal_the_counted_matmuls_with_every_residual(tiny_model_config, residual):
+    """ScaleNorm and the built-in connections are elementwise: no matmul to count."""
+    torch.manual_seed(0)
+    cfg = tiny_model_config(
+        d_model=32, n_heads=4, d_ff=64, n_encoder_layers=2, n_decoder_layers=2, vocab_size=40
+    )
+    cfg = replace(cfg, residual=residual, norm="scalenorm", attention="math")
+    model = Transformer(cfg).eval()
+    src, tgt = torch.randint(3, 40, (2, 6)), torch.randint(3, 40, (2, 4))
+    assert counted(model, src, tgt, backward=False) == 2 * forward_flops(cfg, 6, 4)
 
 
 def test_training_flops_are_three_forward_passes(tiny_model_config):
@@ -90,3 +103,21 @@ def test_a_positional_schemes_own_terms_count_once_per_self_attention_layer(
     assert forward_flops(probe, s, t) - forward_flops(plain, s, t) == 1000 * (2 * s * s + 3 * t * t)
     a, b = (estimate_memory(c, 0, 40, 8, mixed=False).activations for c in (probe, plain))
     assert a - b == 4 * (2 + 3) * 7 * 8 * (40 // 8)  # float32: 7 elements a query, 5 sequences
+
+
+def test_a_residual_connections_terms_count_once_per_sublayer(tiny_model_config, monkeypatch):
+    """Two sublayers an encoder layer, three a decoder layer; a connection whose facts drop
+    the norm drops the norm's memory term too."""
+    monkeypatch.setattr(RESIDUAL, "_entries", dict(RESIDUAL._entries))
+    plain = RESIDUAL.facts("plain")
+    facts = replace(plain, flops=lambda d: 100 * d, saved=lambda d: 3 * d, normed=False)
+    RESIDUAL.register("probe_residual", facts)(type("Probe", (RESIDUAL.get("plain"),), {}))
+    cfg = tiny_model_config(n_encoder_layers=2, n_decoder_layers=3)
+    probe = replace(cfg, residual="probe_residual")
+    s, t, d, sublayers = 6, 4, cfg.d_model, 2 * 2 + 3 * 3
+    assert forward_flops(probe, s, t) - forward_flops(cfg, s, t) == 100 * d * (
+        2 * 2 * s + 3 * 3 * t
+    )
+    a, b = (estimate_memory(c, 0, 40, 8, mixed=False).activations for c in (probe, cfg))
+    per_token = 3 * d - NORM.facts("layernorm").saved(d)
+    assert a - b == 4 * sublayers * per_token * 40  # float32, 5 sequences of 8 tokens

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from covering import swept, unmet
 
 from t2.model.loss import smoothed_cross_entropy
 from t2.model.summary import count_parameters
@@ -34,11 +35,14 @@ def attention_options(positional: str, norm: str, ffn: str, placement: str) -> d
     return {"n_kv_heads": sum(at) % 2, "qk_norm": (at[1] + at[2] // 2) % 2 == 1}
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS)
-@pytest.mark.parametrize("ffn", FFN.names())
-@pytest.mark.parametrize("norm", NORM.names())
-@pytest.mark.parametrize("positional", POSITIONAL.names())
-def test_every_combination_trains(tiny_model_config, positional, norm, ffn, placement):
+# every positional x norm x feed-forward x placement, each with a residual connection such
+# that every connection meets every other component (tests/covering.py): the product with
+# the connections would be four times as many models
+SWEEP = swept(POSITIONAL.names(), NORM.names(), FFN.names(), PLACEMENTS)
+
+
+@pytest.mark.parametrize(("positional", "norm", "ffn", "placement", "residual"), SWEEP)
+def test_every_combination_trains(tiny_model_config, positional, norm, ffn, placement, residual):
     """Builds, runs forward and backward with every part wired in, and learns: ten Adam
     steps on one padded batch lower its loss. Multi-query attention and QK-norm vary along
     the sweep so that each meets every value of every axis (attention_options)."""
@@ -48,6 +52,7 @@ def test_every_combination_trains(tiny_model_config, positional, norm, ffn, plac
         norm=norm,
         ffn=ffn,
         norm_position=placement,
+        residual=residual,
         **attention_options(positional, norm, ffn, placement),
     )
     model = Transformer(cfg).train()
@@ -70,6 +75,10 @@ def test_every_combination_trains(tiny_model_config, positional, norm, ffn, plac
         loss, _ = model(src, tgt[:, :-1], tgt[:, 1:], 0.1)
         loss.backward()
     assert loss.item() < 0.8 * first, (first, loss.item())
+
+
+def test_the_sweep_meets_every_residual_connection_with_every_component():
+    assert unmet(SWEEP) == []
 
 
 @pytest.mark.parametrize("tie", ["all", "decoder", "none"])

@@ -100,6 +100,15 @@ def test_v2_and_one_swap_recipes_change_what_they_say():
     assert big.model.norm == "layernorm"  # inherited from base through the parent chain
 
 
+@pytest.mark.parametrize("name", [n for n in recipe_names() if n.startswith("base_")])
+def test_a_base_recipe_is_one_swap_away_from_base(name):
+    """base_<name>: one model key differs from base, and nothing else."""
+    base, swap = load_config("base"), load_config(name)
+    assert swap.data == base.data and swap.train == base.train and swap.decode == base.decode
+    old, new = base.model.__dict__, swap.model.__dict__
+    assert len([key for key in old if old[key] != new[key]]) == 1
+
+
 def test_recipe_round_trips_through_a_users_file(tmp_path):
     cfg = load_config("quickstart", ["model.positional=rope", "train.betas=[0.9, 0.99]"])
     path = tmp_path / "mine.yaml"

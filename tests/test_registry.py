@@ -12,7 +12,15 @@ import torch
 from torch import nn
 
 from t2.errors import ConfigError
-from t2.facts import Ct2, FfnFacts, KernelFacts, NormFacts, PositionalFacts, SearchFacts
+from t2.facts import (
+    Ct2,
+    FfnFacts,
+    KernelFacts,
+    NormFacts,
+    PositionalFacts,
+    ResidualFacts,
+    SearchFacts,
+)
 from t2.model.norm import build_norm
 from t2.registry import (
     ATTENTION,
@@ -22,6 +30,7 @@ from t2.registry import (
     KINDS,
     NORM,
     POSITIONAL,
+    RESIDUAL,
     SEARCH,
     Registry,
     register,
@@ -32,6 +41,7 @@ FACTS = {
     POSITIONAL: PositionalFacts,
     NORM: NormFacts,
     FFN: FfnFacts,
+    RESIDUAL: ResidualFacts,
     ATTENTION: KernelFacts,
     SEARCH: SearchFacts,
     EXPORT: type(None),

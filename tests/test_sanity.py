@@ -14,7 +14,7 @@ import pytest
 
 from t2.cli import main
 from t2.errors import ConfigError
-from t2.registry import FFN, NORM, POSITIONAL
+from t2.registry import FFN, NORM, POSITIONAL, RESIDUAL
 from t2.sanity.combos import (
     AXES,
     Combination,
@@ -28,12 +28,12 @@ from t2.sanity.suite import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-BASE = Combination("sinusoidal", "layernorm", "relu", "post")
+BASE = Combination("sinusoidal", "layernorm", "relu", "post", "plain")
 
 
 def test_base_and_v2_come_from_their_recipes():
     assert base() == BASE
-    assert parse_spec("v2") == Combination("rope", "rmsnorm", "swiglu", "post")
+    assert parse_spec("v2") == Combination("rope", "rmsnorm", "swiglu", "post", "plain")
 
 
 # every registered value of each axis; key/value heads: all, 1 (multi-query) and 2 of the
@@ -43,6 +43,7 @@ REGISTERED = [
     NORM.names(),
     FFN.names(),
     ["post", "pre"],
+    RESIDUAL.names(),
     ["0", "1", "2"],
     ["false", "true"],
 ]
@@ -54,16 +55,21 @@ def test_default_set_is_base_every_one_swap_and_v2():
     swaps = combos[1:-1]
     for combo in swaps:  # exactly one axis differs from base
         assert sum(a != b for a, b in zip(combo.values(), BASE.values(), strict=True)) == 1
-    assert len(swaps) == sum(len(names) - 1 for names in REGISTERED) == 14
-    assert len(set(combos)) == len(combos) == 16
+    assert len(swaps) == sum(len(names) - 1 for names in REGISTERED) == 18
+    assert len(set(combos)) == len(combos) == 20
 
 
 def test_cross_product_is_every_registered_combination():
     combos = cross_product()
-    assert set(combos) == {Combination(*v) for v in itertools.product(*REGISTERED)}
-    assert len(combos) == len(set(combos)) == 7 * 2 * 4 * 2 * 3 * 2
+    product = {Combination(*v) for v in itertools.product(*REGISTERED)}
+    # deepnorm is defined for post-norm only
+    assert set(combos) == {
+        c for c in product if (c.residual, c.norm_position) != ("deepnorm", "pre")
+    }
+    assert len(combos) == len(set(combos)) == 7 * 3 * 4 * (4 + 3) * 3 * 2
     assert len({c.folder for c in combos}) == len(combos)  # every run directory distinct
     assert BASE.folder == "sinusoidal-layernorm-relu-post"  # defaults: the folders of before
+    assert parse_spec("rezero").folder == "sinusoidal-layernorm-relu-post-rezero"
 
 
 @pytest.mark.parametrize(
@@ -72,22 +78,22 @@ def test_cross_product_is_every_registered_combination():
         ("base", BASE, "base"),
         (
             "positional=rope,norm=rmsnorm",
-            Combination("rope", "rmsnorm", "relu", "post"),
+            Combination("rope", "rmsnorm", "relu", "post", "plain"),
             "rope+rmsnorm",
         ),
         (
             "rmsnorm,swiglu,pre",
-            Combination("sinusoidal", "rmsnorm", "swiglu", "pre"),
+            Combination("sinusoidal", "rmsnorm", "swiglu", "pre", "plain"),
             "rmsnorm+swiglu+pre",
         ),
-        ("model.ffn=gelu", Combination("sinusoidal", "layernorm", "gelu", "post"), "gelu"),
-        ("rope+rmsnorm+swiglu", Combination("rope", "rmsnorm", "swiglu", "post"), "v2"),
+        ("model.ffn=gelu", Combination("sinusoidal", "layernorm", "gelu", "post", "plain"), "gelu"),
+        ("rope+rmsnorm+swiglu", Combination("rope", "rmsnorm", "swiglu", "post", "plain"), "v2"),
         (
             "t5,n_kv_heads=1,qk_norm=true",
-            Combination("t5", "layernorm", "relu", "post", "1", "true"),
+            Combination("t5", "layernorm", "relu", "post", "plain", "1", "true"),
             "t5+n_kv_heads=1+qk_norm=true",
         ),
-        ("2", Combination("sinusoidal", "layernorm", "relu", "post", "2"), "n_kv_heads=2"),
+        ("2", Combination("sinusoidal", "layernorm", "relu", "post", "plain", "2"), "n_kv_heads=2"),
     ],
 )
 def test_specs_name_combinations(spec, want, label):
@@ -109,9 +115,10 @@ def test_specs_name_combinations(spec, want, label):
                 "n_kv_heads: 0, 1, 2; qk_norm: false, true",
             ],
         ),
-        ("norm=rope", ["'norm=rope'", "norm: layernorm, rmsnorm"]),
+        ("norm=rope", ["'norm=rope'", "norm: layernorm, rmsnorm, scalenorm"]),
         ("rope,learned", ["positional twice"]),
         ("", ["names no combination"]),
+        ("deepnorm,pre", ["'deepnorm,pre' is no model: residual deepnorm is defined for post"]),
     ],
 )
 def test_bad_specs_fail_in_one_line(spec, words):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from covering import unmet, with_residuals
 from toy_task import build_tokenizer, toy_pairs, write_run
 
 from t2.cli import main, run_script
@@ -25,7 +26,7 @@ from t2.exporting import export
 from t2.model.transformer import Transformer
 from t2.opener import open_model
 from t2.registry import FFN, NORM, POSITIONAL
-from t2.serve.ct2 import EXPORT_META, ExportError, check_exportable
+from t2.serve.ct2 import EXPORT_META, MAPPED, ExportError, check_exportable
 from t2.serve.engine import pad_batch
 
 pytest.importorskip("ctranslate2")
@@ -34,23 +35,30 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 GREEDY = DecodeConfig(beam_size=1, max_len_a=1.0, max_len_b=6, batch_size=16)
 TIES = ("all", "decoder", "none")
-# the schemes CTranslate2 expresses, by their facts; a refused one (alibi) is tested below
-EXPORTABLE = [n for n in POSITIONAL.names() if not POSITIONAL.facts(n).ct2.unexpressed]
+
+
+def exportable(registry) -> list[str]:
+    """The names CTranslate2 expresses, by their facts; refused ones are tested below."""
+    return [n for n in registry.names() if not registry.facts(n).ct2.unexpressed]
+
+
+EXPORTABLE = exportable(POSITIONAL)  # a refused scheme (alibi) is tested below
 PLACES = ("post", "pre")
 
 
-def covering() -> list[tuple[str, str, str, str]]:
+def covering() -> list[tuple[str, str, str, str, str]]:
     """Every exportable positional scheme with every feed-forward, the norm and the
     placement varying so that each pair of values of any two axes meets (a pairwise
-    covering: 24 exports where the full product is 96; CTranslate2 maps each component on
-    its own, so an error shows in a pair)."""
-    norms, rows = NORM.names(), []
+    covering: CTranslate2 maps each component on its own, so an error shows in a pair), and
+    each row with an exportable residual connection such that every one meets every other
+    component's values (tests/covering.py)."""
+    norms, rows = exportable(NORM), []
     for (p, positional), (f, ffn) in itertools.product(
         enumerate(EXPORTABLE), enumerate(FFN.names())
     ):
         norm, place = norms[(p + f) % len(norms)], PLACES[(p + f // 2) % 2]
         rows.append((positional, norm, ffn, place))
-    return rows
+    return with_residuals(rows, ct2=True)
 
 
 COMBINATIONS = covering()
@@ -161,16 +169,16 @@ def export_model(model: Transformer, tokenizer, root: Path, src_bos: bool, quant
     return open_engine(export_run(run, root / "ct2", quant))
 
 
-@pytest.mark.parametrize(("positional", "norm", "ffn", "place"), COMBINATIONS)
-def test_every_component_exports_with_identical_greedy_ids(
-    vocab, tmp_path, positional, norm, ffn, place
+@pytest.mark.parametrize(("positional", "norm", "ffn", "place", "residual"), COMBINATIONS)
+def test_every_combination_exports_with_identical_greedy_ids(
+    vocab, tmp_path, positional, norm, ffn, place, residual
 ):
     """Tie options, bias, BOS in the source, norm epsilon, the sinusoid / RoPE base, the
     learned table's size (3 rows past the longest source, so long outputs stop at the table),
     the key/value heads and QK-norm vary along the sweep, so each meets every positional
     scheme; log-probabilities are checked on random targets at every position."""
     tokenizer, sentences = vocab
-    i = COMBINATIONS.index((positional, norm, ffn, place))
+    i = COMBINATIONS.index((positional, norm, ffn, place, residual))
     src_bos = (i // 2) % 2 == 0
     _SOURCES[:] = encode_source(tokenizer, sentences, src_bos)
     short_table = max(13, max(map(len, _SOURCES)) + 3)
@@ -183,9 +191,8 @@ def test_every_component_exports_with_identical_greedy_ids(
         n_kv_heads=(0, 1, 2)[i % 3],  # of 4 heads: one each, multi-query, grouped
         qk_norm=(i // 3) % 2 == 1,
     )
-    model, ours = tiny_model(
-        len(tokenizer), i, positional=positional, norm=norm, ffn=ffn, norm_position=place, **options
-    )
+    components = dict(positional=positional, norm=norm, ffn=ffn, residual=residual)
+    model, ours = tiny_model(len(tokenizer), i, norm_position=place, **components, **options)
     engine = export_model(model, tokenizer, tmp_path, src_bos)
     assert [h[0].tokens for h in engine.search(_SOURCES, GREEDY)] == ours
     gen = torch.Generator().manual_seed(i)
@@ -329,6 +336,52 @@ def test_a_quantized_export_loads_and_translates(toy, exported, tmp_path, quant)
     assert sum(x == y for x, y in zip(a, b, strict=True)) >= 90  # the toy task, nearly all
     computed = open_engine(out, "ct2", precision="float32").translator.compute_type
     assert computed == "float32"  # --precision: CTranslate2's compute type at load
+
+
+def test_the_sweep_meets_every_exportable_residual_connection_with_every_component():
+    assert unmet(COMBINATIONS, ct2=True) == []
+
+
+def test_deepnorm_exports_exactly_at_a_large_epsilon(vocab, tmp_path):
+    """DeepNorm's alpha is folded into the scale of CTranslate2's stream, not into the
+    sublayer with the norm's epsilon rescaled (t2.serve.ct2_residual): exact at any
+    epsilon, where the other fold, LN(x + f / alpha) for LN(alpha x + f), is not."""
+    tokenizer, sentences = vocab
+    _SOURCES[:] = encode_source(tokenizer, sentences, False)
+    model, ours = tiny_model(len(tokenizer), 5, residual="deepnorm", norm_eps=0.5, bias=False)
+    alpha = model.decoder[0].res_self.connection.alpha  # (3 M)^(1/4), 1.57 for M = 2
+    x, f = torch.randn(4, 32), torch.randn(4, 32)
+    folded = F.layer_norm(x + f / alpha, (32,), eps=0.5)
+    assert (F.layer_norm(alpha * x + f, (32,), eps=0.5) - folded).abs().max() > 1e-2
+    engine = export_model(model, tokenizer, tmp_path, False)
+    assert [h[0].tokens for h in engine.search(_SOURCES, GREEDY)] == ours
+    targets = torch.randint(3, len(tokenizer), (len(_SOURCES), 9), generator=torch.Generator())
+    _same_log_probs(model, engine, targets)
+
+
+def test_a_connection_that_cannot_be_folded_is_refused_in_one_line():
+    """A scaled stream before pre-norm sublayers does not cancel; a connection that is not
+    a x + b f(x) has nothing to fold (t2.serve.ct2_residual)."""
+    from t2.model.residual import Connection, Depth, build_residual
+    from t2.serve.ct2_residual import fold_stack
+
+    deepnorm = build_residual("deepnorm", 8, Depth(2, 2, False), "post")
+    with pytest.raises(ExportError, match="scales the stream before pre-norm sublayers"):
+        fold_stack([], [None], [deepnorm], True, "deepnorm")
+    with pytest.raises(ExportError, match="'gate' is not a x \\+ b f\\(x\\)"):
+        fold_stack([], [None], [Connection(8, Depth(2, 2, False))], False, "gate")
+
+
+@pytest.mark.parametrize(
+    "key, name",
+    [(k, n) for k, reg in MAPPED for n in reg.names() if reg.facts(n).ct2.unexpressed],
+)
+def test_every_component_ctranslate2_cannot_express_is_refused_in_one_line(key, name):
+    with pytest.raises(ExportError) as err:
+        check_exportable(ModelConfig(**{key: name}))
+    message = str(err.value)
+    assert message.startswith(f"model.{key}={name!r} has no CTranslate2 equivalent (")
+    assert message.endswith(f"; export a run with another model.{key}") and "\n" not in message
 
 
 def test_a_component_ctranslate2_cannot_express_fails_in_one_line(vocab, tmp_path, capsys):

@@ -14,11 +14,12 @@ import contextlib
 
 import pytest
 import torch
+from covering import residuals
 
 from t2.config import ModelConfig
 from t2.model.codepath import simulated
 from t2.model.transformer import Transformer
-from t2.registry import ATTENTION, FFN, NORM, POSITIONAL
+from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, RESIDUAL
 from t2.train.compiling import TrainingForward, compiled_graphs, records_graphs, wanted
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -26,25 +27,35 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 TINY = dict(vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1)
 
 
-def covering() -> list[tuple[str, str, str, str, str, dict]]:
-    """Every registered positional scheme, norm, feed-forward and attention kernel, and
-    both placements, each compiled at least once (every norm with every placement), with
-    multi-query attention and QK-norm each on and off along the rows: the full product
-    (over 600 models) would take hours of tracing on 2 cores."""
+def covering() -> list[tuple[str, str, str, str, str, str, dict]]:
+    """Every registered positional scheme, norm, feed-forward, attention kernel and residual
+    connection, and both placements, each compiled at least once (every norm with every
+    placement, each connection with a placement it is defined for), with multi-query
+    attention and QK-norm each on and off along the rows: the full product (over 2,000
+    models) would take hours of tracing on 2 cores."""
     pos, norm, ffn, attn = POSITIONAL.names(), NORM.names(), FFN.names(), ATTENTION.names()
-    rows = max(len(pos), len(ffn), len(attn), 2 * len(norm))
+    rows = max(len(pos), len(ffn), len(attn), 2 * len(norm), len(RESIDUAL.names()))
     placement = ("post", "pre")
-    return [
-        (
-            pos[i % len(pos)],
-            norm[i % len(norm)],
-            ffn[i % len(ffn)],
-            placement[(i // len(norm)) % 2],
-            attn[i % len(attn)],
-            {"n_kv_heads": i % 2, "qk_norm": (i // 2) % 2 == 0},
+    out = []
+    for i in range(rows):
+        place = placement[(i // len(norm)) % 2]
+        residual = residuals(place)
+        out.append(
+            (
+                pos[i % len(pos)],
+                norm[i % len(norm)],
+                ffn[i % len(ffn)],
+                place,
+                attn[i % len(attn)],
+                residual[i % len(residual)],
+                {"n_kv_heads": i % 2, "qk_norm": (i // 2) % 2 == 0},
+            )
         )
-        for i in range(rows)
-    ]
+    return out
+
+
+def test_the_covering_set_compiles_every_residual_connection():
+    assert {row[5] for row in covering()} == set(RESIDUAL.names())
 
 
 def batch(rows: int = 4, src_len: int = 7, tgt_len: int = 6, seed: int = 1) -> dict:
@@ -70,10 +81,10 @@ def model(**overrides) -> Transformer:
 
 
 @pytest.mark.parametrize(
-    ("positional", "norm", "ffn", "placement", "attention", "options"), covering()
+    ("positional", "norm", "ffn", "placement", "attention", "residual", "options"), covering()
 )
 def test_every_component_compiles_as_one_graph_on_cuda_path(
-    positional, norm, ffn, placement, attention, options
+    positional, norm, ffn, placement, attention, residual, options
 ):
     torch._dynamo.reset()
     m = model(
@@ -82,6 +93,7 @@ def test_every_component_compiles_as_one_graph_on_cuda_path(
         ffn=ffn,
         norm_position=placement,
         attention=attention,
+        residual=residual,
         **options,
     )
     want = loss_and_grads(TrainingForward(m, False), batch())

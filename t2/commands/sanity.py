@@ -5,9 +5,9 @@ Trains a tiny model (recipes/sanity.yaml) of each component combination on copy,
 sort and sum (--all adds fake_dates and polynomial), each stopping as soon as validation
 reaches the pass mark, and prints a table of test exact match and steps. By default: the
 base combination, each combination one swap away from it, and v2; --cross: every
-positional x norm x feed-forward x placement x key/value heads x QK-norm combination. A
-finished run is read, not trained again, so an interrupted suite continues. Exit status 1
-if a training fails.
+positional x norm x feed-forward x placement x residual x key/value heads x QK-norm
+combination. A finished run is read, not trained again, so an interrupted suite continues.
+Exit status 1 if a training fails.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cross",
         action="store_true",
-        help="every positional x norm x ffn x norm_position x n_kv_heads x qk_norm",
+        help="every positional x norm x ffn x norm_position x residual x n_kv_heads x qk_norm",
     )
     parser.add_argument("--tasks", help="comma-separated tasks (default: copy,reverse,sort,sum)")
     parser.add_argument("--all", action="store_true", help="add fake_dates and polynomial")
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     out = check_out_folder(args.out)
     if args.list:
         for combo in combos:
-            print(f"{combo.label:24} {' '.join(combo.shown()):36} {','.join(tasks)}")
+            print(f"{combo.label:24} {' '.join(combo.shown()):44} {','.join(tasks)}")
         print(f"{len(combos) * len(tasks)} trainings into {out}/COMBINATION/TASK")
         return 0
     from t2.sanity.report import markdown, write_reports

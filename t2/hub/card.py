@@ -29,6 +29,7 @@ ARCHITECTURE = (
     "positional",
     "norm",
     "norm_position",
+    "residual",
     "ffn",
     "attention",
     "qk_norm",

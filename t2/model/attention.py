@@ -188,6 +188,11 @@ class SelfAttention(_Attention):
             q, k = self.q_norm(q), self.k_norm(k)
         return positional.rotate(q, offset), positional.rotate(k, offset), v
 
+    def values_and_output(self) -> list[Tensor]:
+        """The matrices that make what attention writes (not where it reads): the value
+        rows of the fused projection and the output projection (DeepNorm scales them)."""
+        return [self.qkv.weight.chunk(3, dim=0)[2], self.out_proj.weight]
+
     def forward(
         self,
         x: Tensor,  # (B, T, D)
@@ -231,6 +236,10 @@ class CrossAttention(_Attention):
         self.q = nn.Linear(d_model, d_model, bias=bias)
         self.kv = nn.Linear(d_model, 2 * self.d_kv, bias=bias)
         return {"kv": [self.d_kv, self.d_kv]}
+
+    def values_and_output(self) -> list[Tensor]:
+        """As SelfAttention's: the value rows of [k; v] and the output projection."""
+        return [self.kv.weight.chunk(2, dim=0)[1], self.out_proj.weight]
 
     def forward(
         self,

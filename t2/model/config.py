@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from t2.errors import ConfigError
-from t2.registry import ATTENTION, FFN, NORM, POSITIONAL
+from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, RESIDUAL
 from t2.section import Section, choice, component
 
 # how the compiled CUDA pass runs a masked attention (train.padded_attention, t2.model.flex)
@@ -37,6 +37,9 @@ class ModelConfig(Section):
     attention: str = component("sdpa", ATTENTION)
     qk_norm: bool = False  # queries and keys normalised per head by model.norm (QK-norm)
     norm_position: str = choice("post", "pre")
+    # how a sublayer's output joins the residual stream: plain x + f (the paper), deepnorm,
+    # rezero, layerscale (t2/model/residual/; docs/components.md)
+    residual: str = component("plain", RESIDUAL)
     tie_embeddings: str = choice("all", "decoder", "none")  # all: src, tgt and output share
     bias: bool = True  # biases in linear layers
     norm_eps: float = 1e-5

@@ -1,7 +1,8 @@
 """Initialisations studied in report 002: the paper's Xavier (Glorot & Bengio 2010),
 embeddings N(0, 1/d_model), optional W_Q = W_K and zero-initialised output projections
 (Fixup, Zhang et al. 2019); and transformers' N(0, 0.02) for matrices and embeddings
-(`small`: what MarianMTModel, BART and BERT draw)."""
+(`small`: what MarianMTModel, BART and BERT draw). A residual connection's own
+initialisation comes last (t2.model.residual: DeepNorm scales what was drawn)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 from torch import nn
 
 from t2.model.attention import CrossAttention, SelfAttention
+from t2.model.layers import Layer
 from t2.model.positional import Positional
 
 if TYPE_CHECKING:
@@ -80,3 +82,7 @@ def initialise(model: nn.Module, cfg: ModelConfig) -> None:
             nn.init.zeros_(module.out_proj.weight)
         if cfg.zero_init_output and hasattr(module, "w2") and isinstance(module.w2, nn.Linear):
             nn.init.zeros_(module.w2.weight)
+    for module in model.modules():  # what a residual connection prescribes (DeepNorm's beta)
+        if isinstance(module, Layer):
+            for residual, sublayer in module.sublayers():
+                residual.connection.initialise(sublayer)

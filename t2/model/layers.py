@@ -1,4 +1,5 @@
-"""Encoder and decoder layers. Pre- vs post-norm is wiring, decided in one place: Residual."""
+"""Encoder and decoder layers. Pre- vs post-norm is wiring, decided in one place: Residual,
+which joins each sublayer to the stream with model.residual's connection."""
 
 from __future__ import annotations
 
@@ -17,30 +18,37 @@ from t2.model.kvcache import KVCache
 from t2.model.norm import build_norm
 from t2.model.packing import Packing
 from t2.model.positional import Positional, build_layer_part
-from t2.registry import ATTENTION, POSITIONAL
+from t2.model.residual import Connection, Depth, build_residual
+from t2.registry import ATTENTION, POSITIONAL, RESIDUAL
 
 Tensor = torch.Tensor
 
 
 class Residual(nn.Module):
-    """x + dropout(f(x)) with the norm after the sum (post, Vaswani et al. 2017) or before
-    the sublayer (pre, Xiong et al. 2020, arXiv:2002.04745)."""
+    """connection(x, dropout(f(x))) with the norm after it (post, Vaswani et al. 2017) or
+    before the sublayer (pre, Xiong et al. 2020, arXiv:2002.04745). The connection is
+    model.residual's (t2.model.residual): x + y for the paper's."""
 
-    def __init__(self, norm: nn.Module, dropout: float, pre: bool) -> None:
+    def __init__(self, norm: nn.Module, dropout: float, pre: bool, connection: Connection):
         super().__init__()
         self.norm = norm
         self.dropout = Dropout(dropout)
         self.pre = pre
+        self.connection = connection
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.pre:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            return self.connection(x, self.dropout(sublayer(self.norm(x))))
+        return self.norm(self.connection(x, self.dropout(sublayer(x))))
 
 
-def _residual(cfg: ModelConfig) -> Residual:
-    norm = build_norm(cfg.norm, cfg.d_model, cfg.norm_eps)
-    return Residual(norm, cfg.dropout, cfg.norm_position == "pre")
+def _residual(cfg: ModelConfig, decoder: bool) -> Residual:
+    """A sublayer's wrapper; without a norm where the connection's facts say so (ReZero)."""
+    depth = Depth(cfg.n_encoder_layers, cfg.n_decoder_layers, decoder)
+    connection = build_residual(cfg.residual, cfg.d_model, depth, cfg.norm_position)
+    normed = RESIDUAL.facts(cfg.residual).normed
+    norm = build_norm(cfg.norm, cfg.d_model, cfg.norm_eps) if normed else nn.Identity()
+    return Residual(norm, cfg.dropout, cfg.norm_position == "pre", connection)
 
 
 def _attention(cfg: ModelConfig, qk_norm: bool) -> tuple:
@@ -74,14 +82,25 @@ def _feed_forward(cfg: ModelConfig) -> nn.Module:
     return build_ffn(cfg.ffn, cfg.d_model, cfg.d_ff, cfg.ffn_dropout, cfg.bias)
 
 
-class EncoderLayer(nn.Module):
+class Layer(nn.Module):
+    """A layer of either stack: its sublayers, each in a residual wrapper."""
+
+    def sublayers(self) -> list[tuple[Residual, nn.Module]]:
+        """(wrapper, sublayer) in the order the stream passes them."""
+        raise NotImplementedError
+
+
+class EncoderLayer(Layer):
     """Self-attention then feed-forward, each in a residual sublayer."""
 
     def __init__(self, cfg: ModelConfig, positional: Positional) -> None:
         super().__init__()
         self.self_attn = _self_attention(cfg, positional, causal=False)
         self.ffn = _feed_forward(cfg)
-        self.res_attn, self.res_ffn = _residual(cfg), _residual(cfg)
+        self.res_attn, self.res_ffn = _residual(cfg, False), _residual(cfg, False)
+
+    def sublayers(self) -> list[tuple[Residual, nn.Module]]:
+        return [(self.res_attn, self.self_attn), (self.res_ffn, self.ffn)]
 
     def forward(
         self,
@@ -98,7 +117,7 @@ class EncoderLayer(nn.Module):
         return self.res_ffn(x, self.ffn)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(Layer):
     """Causal self-attention, cross-attention over the source, then feed-forward."""
 
     def __init__(self, cfg: ModelConfig, positional: Positional) -> None:
@@ -106,7 +125,15 @@ class DecoderLayer(nn.Module):
         self.self_attn = _self_attention(cfg, positional, causal=True)
         self.ffn = _feed_forward(cfg)
         self.cross_attn = CrossAttention(*_attention(cfg, qk_norm=False))
-        self.res_self, self.res_cross, self.res_ffn = _residual(cfg), _residual(cfg), _residual(cfg)
+        self.res_self, self.res_cross = _residual(cfg, True), _residual(cfg, True)
+        self.res_ffn = _residual(cfg, True)
+
+    def sublayers(self) -> list[tuple[Residual, nn.Module]]:
+        return [
+            (self.res_self, self.self_attn),
+            (self.res_cross, self.cross_attn),
+            (self.res_ffn, self.ffn),
+        ]
 
     def forward(
         self,

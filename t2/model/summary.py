@@ -14,7 +14,7 @@ from torch import nn
 
 from t2.errors import ConfigError
 from t2.model.config import ModelConfig
-from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, Registry
+from t2.registry import ATTENTION, FFN, NORM, POSITIONAL, RESIDUAL, Registry
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:
@@ -87,6 +87,14 @@ def _self_attention_elems(cfg: ModelConfig, s: int, b: int, fused: bool) -> floa
     return attention + positions + (norms if cfg.qk_norm else 0.0)
 
 
+def _wrapper_elems(cfg: ModelConfig) -> float:
+    """A token's elements in one residual sublayer's wrapper: its norm (none where the
+    connection's facts drop it) and the connection's own term."""
+    residual = RESIDUAL.facts(cfg.residual)
+    norm = NORM.facts(cfg.norm).saved(cfg.d_model) if residual.normed else 0
+    return norm + residual.saved(cfg.d_model)
+
+
 def estimate_memory(
     cfg: ModelConfig,
     n_params: int,
@@ -101,14 +109,14 @@ def estimate_memory(
     b = max(1, tokens_per_batch // seq_len)
     s = seq_len
     fused = device == "cuda" and ATTENTION.facts(cfg.attention).fused
-    norm_elems = s * b * NORM.facts(cfg.norm).saved(cfg.d_model)  # each norm's
+    wrapper = s * b * _wrapper_elems(cfg)  # each residual sublayer's norm and connection
     ffn_elems = s * b * FFN.facts(cfg.ffn).saved(cfg.d_model, cfg.d_ff)
-    enc = _self_attention_elems(cfg, s, b, fused) + ffn_elems + 2 * norm_elems
+    enc = _self_attention_elems(cfg, s, b, fused) + ffn_elems + 2 * wrapper
     dec = (
         _self_attention_elems(cfg, s, b, fused)
         + _attention_elems(cfg, s, s, b, fused)
         + ffn_elems
-        + 3 * norm_elems
+        + 3 * wrapper
     )
     # the logits: on CUDA the compiled training pass (train.compile, the default there)
     # keeps the whole batch's logits in the activations' dtype for the backward pass and

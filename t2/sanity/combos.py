@@ -1,8 +1,9 @@
 """What the sanity suite trains: component combinations, tasks and their pass marks.
 
 A combination is one value per axis of the model's component choices (model.positional,
-model.norm, model.ffn, model.norm_position) and of its attention's options
-(model.n_kv_heads, model.qk_norm). `--only` names combinations as specs: `base`, `v2`,
+model.norm, model.ffn, model.norm_position, model.residual) and of its attention's options
+(model.n_kv_heads, model.qk_norm); a residual connection comes only with the placements its
+facts define it for (DeepNorm: post). `--only` names combinations as specs: `base`, `v2`,
 `positional=rope,norm=rmsnorm` (axes not named keep the base combination's value), or the
 values alone, `rope,rmsnorm`, since no value belongs to two axes; an option's value shows
 with its axis (`n_kv_heads=1`), and a spec may name it so.
@@ -18,10 +19,16 @@ from dataclasses import dataclass
 from t2.config import ModelConfig
 from t2.errors import ConfigError
 from t2.recipes import load_raw
-from t2.registry import FFN, NORM, POSITIONAL
+from t2.registry import FFN, NORM, POSITIONAL, RESIDUAL
 
-AXES = ("positional", "norm", "ffn", "norm_position", "n_kv_heads", "qk_norm")  # ModelConfig's
+AXES = (  # ModelConfig's names
+    *("positional", "norm", "ffn", "norm_position", "residual"),
+    *("n_kv_heads", "qk_norm"),
+)
 OPTIONS = ("n_kv_heads", "qk_norm")  # the axes that are attention options, not components
+# axes added after the suite's first results: shown only where not the default, so that the
+# folders of earlier combinations keep their names (and a finished run is found again)
+LATER = ("residual", *OPTIONS)
 RECIPE = "sanity"  # the tiny model and training settings: recipes/sanity.yaml
 NAMED_RECIPES = {"base": "base", "v2": "v2_rope_rmsnorm"}  # named combinations
 # report 002: exact match of at least 99% on the toy tasks, 90% on the two sanity checks
@@ -60,6 +67,7 @@ def choices() -> dict[str, list[str]]:
         "norm": NORM.names(),
         "ffn": FFN.names(),
         "norm_position": sorted(position.metadata["choices"]),
+        "residual": RESIDUAL.names(),
         "n_kv_heads": ["0", *(str(n) for n in range(1, heads) if heads % n == 0)],
         "qk_norm": ["false", "true"],
     }
@@ -78,6 +86,7 @@ class Combination:
     norm: str
     ffn: str
     norm_position: str
+    residual: str
     n_kv_heads: str = "0"
     qk_norm: str = "false"
 
@@ -89,10 +98,13 @@ class Combination:
         return tuple(getattr(self, axis) for axis in AXES)
 
     def shown(self) -> tuple[str, ...]:
-        """The values as tables and folders show them: the components', then each attention
-        option that differs from the default, with its axis (`n_kv_heads=1`)."""
-        options = [f"{a}={getattr(self, a)}" for a in OPTIONS if getattr(self, a) != _DEFAULTS[a]]
-        return (*(getattr(self, a) for a in AXES if a not in OPTIONS), *options)
+        """The values as tables and folders show them: the components', then each later axis
+        that differs from its default (an attention option with its axis: `n_kv_heads=1`)."""
+        shown = [getattr(self, a) for a in AXES if a not in LATER]
+        for a in LATER:
+            if getattr(self, a) != _DEFAULTS[a]:
+                shown.append(f"{a}={getattr(self, a)}" if a in OPTIONS else getattr(self, a))
+        return tuple(shown)
 
     def overrides(self) -> list[str]:
         return [f"model.{axis}={getattr(self, axis)}" for axis in AXES]
@@ -140,10 +152,20 @@ def default_set() -> list[Combination]:
     return out + ([v2] if v2 not in out else [])
 
 
+def undefined(combo: Combination) -> str:
+    """Why the combination is not a model (a residual connection at a placement its formula
+    is not defined for), or ""."""
+    placements = RESIDUAL.facts(combo.residual).placements
+    if combo.norm_position in placements:
+        return ""
+    return f"residual {combo.residual} is defined for {' or '.join(placements)} only"
+
+
 def cross_product() -> list[Combination]:
-    """Every positional x norm x feed-forward x placement x key/value heads x QK-norm
-    combination."""
-    return [Combination(*values) for values in itertools.product(*choices().values())]
+    """Every positional x norm x feed-forward x placement x residual x key/value heads x
+    QK-norm combination that is a model."""
+    product = (Combination(*values) for values in itertools.product(*choices().values()))
+    return [c for c in product if not undefined(c)]
 
 
 def parse_spec(spec: str) -> Combination:
@@ -168,7 +190,10 @@ def parse_spec(spec: str) -> Combination:
         changes[axis] = value
     if not changes:
         raise ConfigError(f"--only {spec!r} names no combination; e.g. base, v2, rope,pre")
-    return dataclasses.replace(base(), **changes)
+    combo = dataclasses.replace(base(), **changes)
+    if why := undefined(combo):
+        raise ConfigError(f"--only {spec!r} is no model: {why}; pick another combination")
+    return combo
 
 
 def parse_tasks(text: str) -> list[str]:

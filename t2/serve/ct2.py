@@ -13,6 +13,7 @@ is here:
     model.n_kv_heads            `num_heads_kv` of both stacks (self- and cross-attention)
     model.qk_norm               `qk_norm`: each self-attention's `q_norm` and `k_norm`, of
                                 the model's norm (a LayerNorm's with its beta)
+    residual a x + b f(x)       folded into the weights (t2.serve.ct2_residual)
     tie_embeddings all/decoder/none  separate encoder and decoder embeddings and projection;
                                 the spec stores equal matrices once
     embeddings x sqrt(d_model)  `scale_embeddings`
@@ -35,13 +36,15 @@ import torch
 from t2.config import Config, ModelConfig
 from t2.errors import CheckpointError, ExportError
 from t2.model.transformer import Transformer
-from t2.registry import FFN, NORM, POSITIONAL, Registry
+from t2.registry import FFN, NORM, POSITIONAL, RESIDUAL, Registry
 from t2.serve import QUANTIZATIONS
+from t2.serve.ct2_residual import SublayerSpec, fold_stack
 
 MAPPED: tuple[tuple[str, Registry], ...] = (  # the ModelConfig keys whose components map
     ("positional", POSITIONAL),
     ("norm", NORM),
     ("ffn", FFN),
+    ("residual", RESIDUAL),
 )
 EXPORT_META = "t2_export.json"  # beside CTranslate2's files: what translation needs of the run
 EXPORT_FORMAT = 1
@@ -149,6 +152,34 @@ def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
     return options
 
 
+def _sublayer_specs(layer_spec: Any, gated: bool) -> list[SublayerSpec]:
+    """A layer's residual sublayers in the stream's order (as Layer.sublayers): what reads
+    the stream, what writes the output, the norm. Cross-attention's keys and values read
+    the encoder's memory, not the stream."""
+    ffn = layer_spec.ffn
+    ffn_reads = [ffn.linear_0, ffn.linear_0_noact] if gated else [ffn.linear_0]
+    attention = layer_spec.self_attention
+    out = [SublayerSpec([attention.linear[0]], attention.linear[1], attention.layer_norm)]
+    cross = getattr(layer_spec, "attention", None)  # the decoder's
+    if cross is not None:
+        out.append(SublayerSpec([cross.linear[0]], cross.linear[2], cross.layer_norm))
+    return [*out, SublayerSpec(ffn_reads, ffn.linear_1, ffn.layer_norm)]
+
+
+def _fold_residuals(enc: Any, dec: Any, model: Transformer) -> None:
+    """The connections of model.residual folded into each stack's weights."""
+    cfg = model.cfg
+    gated, pre = FFN.facts(cfg.ffn).gated, cfg.norm_position == "pre"
+    for spec, embeddings, layers in (
+        (enc, enc.embeddings[0], model.encoder),
+        (dec, dec.embeddings, model.decoder),
+    ):
+        entry = [(embeddings, "weight"), (getattr(spec, "position_encodings", None), "encodings")]
+        sublayers = [s for layer_spec in spec.layer for s in _sublayer_specs(layer_spec, gated)]
+        connections = [wrapper.connection for layer in layers for wrapper, _ in layer.sublayers()]
+        fold_stack(entry, sublayers, connections, pre, cfg.residual)
+
+
 def build_spec(model: Transformer, tokens: list[str], src_bos: bool) -> Any:
     """A CTranslate2 TransformerSpec holding the model's weights and its vocabulary."""
     from ctranslate2.specs import transformer_spec  # optional dependency: the serve extra
@@ -181,6 +212,7 @@ def build_spec(model: Transformer, tokens: list[str], src_bos: bool) -> Any:
     if cfg.norm_position == "pre":
         _norm(enc.layer_norm, model.encoder_norm)
         _norm(dec.layer_norm, model.decoder_norm)
+    _fold_residuals(enc, dec, model)
     spec = transformer_spec.TransformerSpec(enc, dec)
     spec.config.layer_norm_epsilon = cfg.norm_eps
     spec.config.add_source_bos, spec.config.add_source_eos = src_bos, True

@@ -61,7 +61,8 @@ def init_wandb(
 
     os.environ.setdefault("WANDB_SILENT", "true")
     train = cfg.train
-    tags = [recipe, cfg.model.positional, cfg.model.norm, cfg.model.ffn, cfg.model.norm_position]
+    model = cfg.model
+    tags = [recipe, model.positional, model.norm, model.ffn, model.norm_position, model.residual]
     wandb_args = {
         "mode": mode,
         "group": train.wandb_group or recipe,

@@ -1,6 +1,7 @@
-"""Normalisation layers (model.norm), one module each: layernorm (Ba et al. 2016) and
-rmsnorm (Zhang & Sennrich 2019). A norm is a module of (d_model, eps) that normalises the
-last dimension; it registers with its facts (t2.facts.NormFacts)."""
+"""Normalisation layers (model.norm), one module each: layernorm (Ba et al. 2016),
+rmsnorm (Zhang & Sennrich 2019) and scalenorm (Nguyen & Salazar 2019). A norm is a module
+of (d_model, eps) that normalises the last dimension; it registers with its facts
+(t2.facts.NormFacts)."""
 
 from __future__ import annotations
 
