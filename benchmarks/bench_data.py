@@ -1,13 +1,19 @@
-"""Data pipeline figures on ../shared/data/mixed/train.* (237k de-en pairs).
+"""Data at scale: each stage of t2's data pipeline from raw files to the first training
+step, beside the limits for the same texts on the same cores.
 
-python -m benchmarks.bench_data [--vocab-size 16000] [--max-tokens 4096,25000]
-    [--max-tokens-per-sentence 64] [--json FILE]
-Measures tokenizer training, encoding against the tokenizer's own encode_batch, and for
-each token budget one epoch's batches: distinct (rows, source length, target length)
-shapes and padding of t2's bucketed batches (data.max_shapes 64, rows a multiple of 8, as
-training runs them), of t2's earlier greedy batches (data.max_shapes 0, each padded to its
-longest), and of a plain DataLoader over shuffled pairs with per-batch dynamic padding
-(the usual loop), at the same mean sentences per batch. --json writes these rows.
+python -m benchmarks.bench_data [--pairs 4500000] [--recipe base] [--vocab-size 37000]
+    [--tokenizer-sample N] [--repeats 1] [--work DIR] [--batching --max-tokens 4096,25000
+    --json FILE]
+--pairs N builds a corpus of N pairs from ../shared/data/mixed (benchmarks/corpus.py; 0: the
+mixed corpus as it is, 237k pairs). Each repeat runs, each in a process of its own (its
+own peak memory): t2 cold (an empty data cache: read and clean, the tokenizer's sample and
+merges, encoding, planning the batches, one training micro-batch), t2 warm (the same from
+the cache), `tokenizers`' encode_batch of every text, and its trainer on the same sample;
+the ratios compare t2's stage with the limit of the same repeat. --batching adds the
+shapes and padding of one epoch per token budget: t2's bucketed batches (data.max_shapes
+64, rows a multiple of 8), its greedy batches (data.max_shapes 0) and a plain DataLoader
+over shuffled pairs with per-batch dynamic padding, at the same mean sentences per batch
+(--json writes these rows).
 """
 
 from __future__ import annotations
@@ -15,25 +21,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-import datasets
 import numpy as np
 
+from benchmarks.corpus import build, mixed_prefix
 from t2.cli import run_main
 from t2.config import DataConfig
 from t2.data.batching import BatchSampler
+from t2.data.cache import open_stream
 from t2.data.loader import make_loader
-from t2.data.pipeline import encode_pairs, load_pairs
-from t2.data.tokenizer import both_sides, train_tokenizer
-from t2.errors import DataError
-from t2.progress import Progress
+from t2.machine import cpu_name
 
-SHARED = Path(
-    os.environ.get("T2_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def timed(label: str, fn, count: int | None = None, unit: str = "pairs"):  # noqa: ANN001, ANN201
@@ -64,77 +68,149 @@ def epoch_figures(batches: list, src: np.ndarray, tgt: np.ndarray) -> dict:
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--vocab-size", type=int, default=16000)
+    parser.add_argument("--pairs", type=int, default=0, help="0: the mixed corpus as it is")
+    parser.add_argument("--recipe", default="base")
+    parser.add_argument("--vocab-size", type=int, default=37000)
+    parser.add_argument("--tokenizer-sample", type=int, default=DataConfig.tokenizer_sample)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/t2-bench-data"))
+    parser.add_argument("--batching", action="store_true", help="shapes and padding too")
     parser.add_argument("--max-tokens", default="4096,25000", help="token budgets, commas")
     parser.add_argument(
         "--max-tokens-per-sentence", type=int, default=DataConfig.max_tokens_per_sentence
     )
-    parser.add_argument("--json", type=Path, help="write the batching rows to this file")
-    parser.add_argument("--repeats", type=int, default=2, help="encoding runs; the best counts")
-    args = parser.parse_args()
-    datasets.disable_progress_bars()
-    prefix = SHARED / "mixed" / "train"
-    if not Path(f"{prefix}.de").is_file():
-        raise DataError(f"{prefix}.de not found; set T2_SHARED_DATA to the shared data folder")
-    with tempfile.TemporaryDirectory() as cache:
-        cfg = DataConfig(
-            train=f"files:{prefix}",
-            vocab_size=args.vocab_size,
-            cache_dir=cache,
-            max_tokens_per_sentence=args.max_tokens_per_sentence,
-        )
-        pairs = timed("read + clean + save (cold)", lambda: load_pairs(cfg, "train", 1))
-        n = len(pairs)
-        timed("read cleaned pairs (cached)", lambda: load_pairs(cfg, "train", 1), n)
-        tok = timed(
-            f"tokenizer training (BPE {args.vocab_size}, both sides)",
-            lambda: train_tokenizer(
-                both_sides(pairs), args.vocab_size, 2, False, Path(cache) / "tok"
-            ),
-        )
-        enc = _encoding(pairs, tok, cfg, args.repeats)
-        timed("encode_pairs (cached)", lambda: encode_pairs(pairs, tok, cfg, "train"), n)
-        _batching(enc, args)
+    parser.add_argument("--json", type=Path, help="write the figures to this file")
+    return parser.parse_args()
 
 
-def _encoding(pairs, tok, cfg: DataConfig, repeats: int):  # noqa: ANN001, ANN202
-    """Best of `repeats` alternating runs: direct encode_batch(_fast) against encode_pairs."""
-    src, tgt, backend = pairs["src"], pairs["tgt"], tok.backend_tokenizer
-    best: dict[str, float] = {}
-    progress = Progress(3 * repeats, "encoding runs", "runs")
-    for _ in range(repeats):
-        runs = {
-            "encode_batch, all pairs (direct)": lambda: _direct(backend.encode_batch, src, tgt),
-            "encode_batch_fast, all pairs (direct)": lambda: _direct(
-                backend.encode_batch_fast, src, tgt
-            ),
-            "encode_pairs (datasets.map, cold cache)": lambda: encode_pairs(
-                pairs, tok, cfg, "train"
-            ),
-        }
-        for label, fn in runs.items():
-            pairs.cleanup_cache_files()  # encode_pairs must tokenize again, not read its cache
-            start = time.perf_counter()
-            enc = fn()
-            best[label] = min(best.get(label, float("inf")), time.perf_counter() - start)
-            progress.update(1)
-    progress.close()
-    for label, seconds in best.items():
-        print(
-            f"{label:<44} {seconds:8.2f} s  ({len(src) / seconds:,.0f} pairs/s, best of {repeats})"
-        )
-    return enc
+def child(kind: str, args: dict) -> dict:
+    """One measurement in a process of its own: its figures (benchmarks.data_scale)."""
+    cmd = [sys.executable, "-m", "benchmarks.data_scale", kind, json.dumps(args)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+    done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"error: the {kind} measurement failed (exit {done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _direct(encode, src: list[str], tgt: list[str]) -> int:  # noqa: ANN001
-    ids = [e.ids for e in encode(src, add_special_tokens=False)]
-    ids += [e.ids for e in encode(tgt, add_special_tokens=False)]
-    return len(ids)
+def t2_sets(prefix: Path, cache: Path, args: argparse.Namespace) -> list[str]:
+    valid = mixed_prefix().parent / "valid"
+    return [
+        f"data.train=files:{prefix}",
+        f"data.valid=files:{valid}",
+        f"data.test=files:{valid}",
+        "data.src_lang=de",
+        "data.tgt_lang=en",
+        f"data.vocab_size={args.vocab_size}",
+        f"data.tokenizer_sample={args.tokenizer_sample}",
+        f"data.max_tokens_per_sentence={args.max_tokens_per_sentence}",
+        f"data.cache_dir={cache}",
+        "train.global_batch=0",  # the first step: one micro-batch
+        "train.accumulate=1",
+    ]
 
 
-def _batching(enc, args: argparse.Namespace) -> None:  # noqa: ANN001  (encoded pairs)
+def repeat(prefix: Path, work: Path, args: argparse.Namespace) -> dict:
+    """One round: t2 cold, t2 warm, then the raw limits on the texts t2 cleaned."""
+    cache = work / "cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(work / "runs", ignore_errors=True)
+    sets = t2_sets(prefix, cache, args)
+    figures = {}
+    for name in ("cold", "warm"):
+        run = {"recipe": args.recipe, "sets": sets, "run": str(work / "runs" / name)}
+        figures[f"t2 {name}"] = child("t2", run)
+    pairs = max((cache / "pairs").glob("*/pairs.arrow"), key=lambda p: p.stat().st_size)
+    (tokenizer,) = (cache / "tokenizers").glob("*/tokenizer.json")
+    facts = figures["t2 cold"]["record"]["tokenizer"]
+    figures["encode"] = child("encode", {"pairs": str(pairs), "tokenizer": str(tokenizer.parent)})
+    figures["train"] = child(
+        "train",
+        {
+            "pairs": str(pairs),
+            "tokenizer": str(tokenizer.parent),
+            "pairs_count": facts["pairs"],
+            "sample": args.tokenizer_sample,
+            "vocab_size": args.vocab_size,
+            "min_frequency": DataConfig.min_frequency,
+            "split_digits": DataConfig.split_digits,
+        },
+    )
+    return figures
+
+
+def spread(values: list[float]) -> str:
+    """The best of the repeats, and the worst when there are several."""
+    return f"{min(values):8.1f}" + (f" (to {max(values):.1f})" if len(values) > 1 else "")
+
+
+def row(label: str, values: list[float], peak: float | None = None) -> None:
+    print(f"{label:<46} {spread(values)}" + (f" {peak:9.0f}" if peak is not None else ""))
+
+
+def report(rounds: list[dict]) -> None:
+    """Each stage's seconds and peak memory, then t2's against the limits."""
+    cold, warm = [r["t2 cold"] for r in rounds], [r["t2 warm"] for r in rounds]
+    print(f"\n{'t2 from raw files (an empty data cache)':<46} {'seconds':>8} {'peak MB':>9}")
+    for name in cold[0]["stages"]:
+        peak = max(c["stages"][name]["peak_mb"] for c in cold)
+        row(name, [c["stages"][name]["s"] for c in cold], peak)
+    row("build_run (all of the above and the model)", [c["build_run_s"] for c in cold])
+    row("first training micro-batch", [c["first_step_s"] for c in cold], cold[0]["peak_mb"])
+    row("total, imports included", [c["total_s"] for c in cold], cold[0]["peak_mb_data"])
+    row("t2 from the cache, to the first step's end", [w["total_s"] for w in warm])
+    print(
+        f"{'peak MB, t2 from the cache (data / with the step)':<46} "
+        f"{warm[0]['peak_mb_data']:8.0f} {warm[0]['peak_mb']:9.0f}"
+    )
+
+    def seconds(c: dict, *names: str) -> float:
+        return sum(c["stages"][n]["s"] for n in names)
+
+    tok = [seconds(c, "tokenizer: reading", "tokenizer: computing the merges") for c in cold]
+    enc = [seconds(c, "data train: encode") for c in cold]
+    print(f"\n{'t2 against the limit, same texts and cores':<46} {'t2 s':>8} {'limit s':>8}")
+    limits = [
+        ("BPE trainer on the same sample", tok, [r["train"]["train"] for r in rounds]),
+        ("encode_batch of every text", enc, [r["encode"]["encode_batch"] for r in rounds]),
+        (
+            "encode_batch_fast of every text",
+            enc,
+            [r["encode"]["encode_batch_fast"] for r in rounds],
+        ),
+    ]
+    for label, ours, limit in limits:
+        ratios = [a / b for a, b in zip(ours, limit, strict=True)]
+        print(f"{label:<46} {min(ours):8.1f} {min(limit):8.1f}  ratio {spread(ratios).strip()}x")
+    same = all(r["train"]["same"] for r in rounds)
+    print(f"t2's BPE has the raw trainer's vocabulary and merges: {same}")
+
+
+def main() -> None:
+    args = parse_args()
+    work = args.work
+    prefix = mixed_prefix()
+    if args.pairs:
+        prefix = build(work / f"corpus-{args.pairs}" / "train", args.pairs)
+    print(
+        f"{cpu_name()}, {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    sizes = [Path(f"{prefix}.{lang}").stat().st_size / 1e6 for lang in ("de", "en")]
+    print(f"corpus {prefix}.{{de,en}}: {sizes[0]:.0f} MB + {sizes[1]:.0f} MB")
+    rounds = [repeat(prefix, work, args) for _ in range(args.repeats)]
+    report(rounds)
+    rows = []
+    if args.batching:
+        ids = max((work / "cache" / "ids").glob("*/ids.arrow"), key=lambda p: p.stat().st_size)
+        rows = _batching(open_stream(ids), argparse.Namespace(**{**vars(args), "json": None}))
+    if args.json:
+        args.json.write_text(json.dumps({"rounds": rounds, "batching": rows}, indent=1))
+
+
+def _batching(enc, args: argparse.Namespace) -> list[dict]:  # noqa: ANN001  (encoded pairs)
     lengths = enc.with_format("numpy", columns=["src_len", "tgt_len"])[:]
     src, tgt = lengths["src_len"], lengths["tgt_len"]
     n, rows = len(src), []
@@ -182,6 +258,7 @@ def _batching(enc, args: argparse.Namespace) -> None:  # noqa: ANN001  (encoded 
     timed("DataLoader epoch (collate, 0 workers)", lambda: sum(1 for _ in loader), n)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    return rows
 
 
 if __name__ == "__main__":

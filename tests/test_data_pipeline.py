@@ -11,8 +11,9 @@ import pytest
 
 from t2.config import DataConfig
 from t2.data.batching import BatchSampler
+from t2.data.encode import encode_pairs, encode_source
 from t2.data.loader import make_loader
-from t2.data.pipeline import encode_pairs, encode_source, load_pairs
+from t2.data.pipeline import load_pairs
 from t2.data.tokenizer import prepare_tokenizer
 from t2.recipes import load_config
 

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
 import pytest
 
 from t2.config import DataConfig
-from t2.data.sources import read_source
+from t2.data.sources import open_source
 from t2.errors import ConfigError, DataError
 
 DE = ["Die Straße ist naß.", "Größer als 5 „Äpfel“!", "Er sagt: \u201eJa\u201c."]
@@ -28,8 +29,16 @@ def write_pair(prefix: Path, de: list[str] | bytes, en: list[str] | bytes) -> st
     return f"files:{prefix}"
 
 
-def pairs(ds: datasets.Dataset) -> list[tuple[str, str]]:
-    return list(zip(ds["src"], ds["tgt"], strict=True))
+def read_source(c: DataConfig, split: str, seed: int) -> pa.Table:
+    """Every raw pair of a split, its count checked first (as cleaning does)."""
+    source = open_source(c, split, seed)
+    table = source.table()
+    assert source.count() == len(table)
+    return table
+
+
+def pairs(table: pa.Table) -> list[tuple[str, str]]:
+    return list(zip(table["src"].to_pylist(), table["tgt"].to_pylist(), strict=True))
 
 
 def test_files_source_yields_aligned_pairs_in_both_directions(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from t2.data.buckets import cells, padding_optimal_cuts, shapes
-from t2.data.config import SAVED_BEFORE
+from t2.data.buckets import cells, layout_shapes, padding_optimal_cuts
+from t2.data.config import BEFORE_BUCKETS
 from t2.errors import DataError
 
 MOST_BOUNDARIES = 32  # per side; the shape limit usually binds well before
@@ -70,12 +70,13 @@ class BatchSampler:
         """max_shapes (0: off), rows_multiple and length_multiple: the bucketed layout;
         cost(rows, src_len, tgt_len): a batch's memory, to run the largest first (default:
         padded tokens, then the longest side)."""
-        self.src, self.tgt = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
+        # one NumPy array a side (a `datasets` column would be walked row by row), 32 bits
+        self.src, self.tgt = np.asarray(src_lengths, np.int32), np.asarray(tgt_lengths, np.int32)
         self.max_shapes, self.rows_multiple = max_shapes, rows_multiple
         self.length_multiple = length_multiple
         self.cost = cost or (lambda rows, s, t: rows * (s + t) + max(s, t) / 1e6)
-        self.sizes = np.maximum(np.asarray(src_lengths), np.asarray(tgt_lengths)).astype(np.int64)
-        self.min_sizes = np.minimum(np.asarray(src_lengths), np.asarray(tgt_lengths))
+        self.sizes = np.maximum(self.src, self.tgt)
+        self.min_sizes = np.minimum(self.src, self.tgt)
         self.max_tokens, self.batch_size = max_tokens, batch_size
         self.seed, self.shuffle = seed, shuffle
         self.rank, self.world_size = rank, world_size
@@ -111,16 +112,10 @@ class BatchSampler:
         src = padding_optimal_cuts(self.src, MOST_BOUNDARIES, m)
         tgt = padding_optimal_cuts(self.tgt, MOST_BOUNDARIES, m)
         for k in range(min(len(src), len(tgt)), 0, -1):
-            layout = cells(
-                self.src,
-                self.tgt,
-                src[k - 1],
-                tgt[k - 1],
-                self.max_tokens,
-                self.rows_multiple,
-                None,
+            found = layout_shapes(
+                self.src, self.tgt, src[k - 1], tgt[k - 1], self.max_tokens, self.rows_multiple
             )
-            if len(shapes(layout)) <= self.max_shapes or k == 1:
+            if len(found) <= self.max_shapes or k == 1:
                 return src[k - 1], tgt[k - 1]
         raise AssertionError("unreachable")
 
@@ -203,7 +198,8 @@ class BatchSampler:
 
     def plan(self) -> dict[str, Any]:
         """What fixes the global list of batches; a resume must find the same."""
-        digest = hashlib.sha256(self.sizes.tobytes() + self.min_sizes.astype(np.int64).tobytes())
+        sizes = self.sizes.astype(np.int64).tobytes() + self.min_sizes.astype(np.int64).tobytes()
+        digest = hashlib.sha256(sizes)
         return {
             "train.seed": self.seed,
             "data.max_tokens": self.max_tokens,
@@ -236,7 +232,7 @@ class BatchSampler:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
-PLAN_BEFORE_BUCKETS = SAVED_BEFORE  # what a run saved before the buckets batched with
+PLAN_BEFORE_BUCKETS = BEFORE_BUCKETS  # what a run saved before the buckets batched with
 
 
 def _greedy_bounds(sizes: list[int], max_tokens: int) -> list[int]:
