@@ -143,28 +143,39 @@ def repeat(prefix: Path, work: Path, args: argparse.Namespace) -> dict:
 
 def spread(values: list[float]) -> str:
     """The best of the repeats, and the worst when there are several."""
-    return f"{min(values):8.1f}" + (f" (to {max(values):.1f})" if len(values) > 1 else "")
-
-
-def row(label: str, values: list[float], peak: float | None = None) -> None:
-    print(f"{label:<46} {spread(values)}" + (f" {peak:9.0f}" if peak is not None else ""))
+    return f"{min(values):.1f}" + (f" (to {max(values):.1f})" if len(values) > 1 else "")
 
 
 def report(rounds: list[dict]) -> None:
-    """Each stage's seconds and peak memory, then t2's against the limits."""
-    cold, warm = [r["t2 cold"] for r in rounds], [r["t2 warm"] for r in rounds]
-    print(f"\n{'t2 from raw files (an empty data cache)':<46} {'seconds':>8} {'peak MB':>9}")
-    for name in cold[0]["stages"]:
-        peak = max(c["stages"][name]["peak_mb"] for c in cold)
-        row(name, [c["stages"][name]["s"] for c in cold], peak)
-    row("build_run (all of the above and the model)", [c["build_run_s"] for c in cold])
-    row("first training micro-batch", [c["first_step_s"] for c in cold], cold[0]["peak_mb"])
-    row("total, imports included", [c["total_s"] for c in cold], cold[0]["peak_mb_data"])
-    row("t2 from the cache, to the first step's end", [w["total_s"] for w in warm])
-    print(
-        f"{'peak MB, t2 from the cache (data / with the step)':<46} "
-        f"{warm[0]['peak_mb_data']:8.0f} {warm[0]['peak_mb']:9.0f}"
+    """Each stage's seconds and peak memory, from raw files and from the cache, then t2's
+    stages against the limits."""
+    runs = {"cold": [r["t2 cold"] for r in rounds], "warm": [r["t2 warm"] for r in rounds]}
+    names = list(dict.fromkeys(n for r in rounds for k in runs for n in r[f"t2 {k}"]["stages"]))
+    print(f"\n{'t2 stage':<40} {'raw files: s':>16} {'peak MB':>8} {'cache: s':>14} {'peak MB':>8}")
+
+    def line(label: str, pick) -> None:  # noqa: ANN001
+        cells = []
+        for kind in ("cold", "warm"):
+            found = [pick(run) for run in runs[kind] if pick(run) is not None]
+            seconds = spread([f[0] for f in found]) if found else "-"
+            peak = f"{max(f[1] for f in found):.0f}" if found and found[0][1] else ""
+            cells += [f"{seconds:>16}" if kind == "cold" else f"{seconds:>14}", f"{peak:>8}"]
+        print(f"{label:<40} {' '.join(cells)}")
+
+    for name in names:
+        line(
+            name,
+            lambda r, n=name: (
+                (r["stages"][n]["s"], r["stages"][n]["peak_mb"]) if n in r["stages"] else None
+            ),
+        )
+    line(
+        "imports, model, optimizer and the rest",
+        lambda r: (r["ready_s"] - sum(v["s"] for v in r["stages"].values()), None),
     )
+    line("ready to train: the first batch in hand", lambda r: (r["ready_s"], r["peak_mb_ready"]))
+    line("one training micro-batch", lambda r: (r["first_step_s"], r["peak_mb"]))
+    cold = runs["cold"]
 
     def seconds(c: dict, *names: str) -> float:
         return sum(c["stages"][n]["s"] for n in names)

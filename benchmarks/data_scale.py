@@ -64,6 +64,7 @@ def t2_run(args: dict[str, Any]) -> dict[str, Any]:
     run = build_run(cfg, args["recipe"], Path(args["run"]), False, "disabled")
     built = time.perf_counter()
     batch = next(Batches(run.loader))
+    ready = time.perf_counter()
     t = run.cfg.train
     stats = StepStats.zeros(run.accelerator.device)
     pad = run.tokenizer.pad_token_id
@@ -88,9 +89,11 @@ def t2_run(args: dict[str, Any]) -> dict[str, Any]:
         "stages": figures,
         "import_s": round(imported - start, 2),
         "build_run_s": round(built - imported, 2),
-        "first_step_s": round(end - built, 2),
+        "ready_s": round(ready - start, 2),
+        "first_step_s": round(end - ready, 2),
         "total_s": round(end - start, 2),
         "peak_mb_data": peaks.peak_mb(0.0, data_end),
+        "peak_mb_ready": peaks.peak_mb(0.0, ready),
         "peak_mb": peaks.peak_mb(),
         "pairs": len(train_pairs),
         "record": stages.record(),

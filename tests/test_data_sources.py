@@ -155,3 +155,20 @@ def test_unreachable_hub_fails_with_the_offline_alternatives(monkeypatch) -> Non
     message = str(err.value)
     assert "could not load Hugging Face dataset 'wmt14/de-en' split 'test'" in message
     assert "files:PREFIX" in message and "save_to_disk" in message and "\n" not in message
+
+
+def test_files_stream_in_blocks_as_one_whole_read(tmp_path: Path) -> None:
+    """Blocks of any size (a CRLF or a UTF-8 character cut between two, a last line without
+    its newline) give the lines a whole read gives, and count_lines counts them."""
+    from t2.data.lines import count_lines, read_lines
+
+    text = "Grüße\r\naus\u2028Köln\n\nzwei  Leer\r\n\r\n€ und ß\rx\nende"
+    path = tmp_path / "x.de"
+    path.write_bytes(text.encode())
+    whole = [line.removesuffix("\r") for line in text.split("\n")]
+    for block in range(1, 12):
+        assert [s for a in read_lines(path, block) for s in a.to_pylist()] == whole
+    assert count_lines(path) == len(whole) == 7
+    path.write_bytes(b"a\nb\n" + "Größe\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"x\.de:3: not valid UTF-8 \(byte 0xf6\)"):
+        list(read_lines(path, 2))

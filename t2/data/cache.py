@@ -20,6 +20,7 @@ import datasets
 import pyarrow as pa
 
 from t2.atomic import sha256, writing
+from t2.data.stages import Heartbeat
 from t2.errors import T2Error
 
 SUMS = "sha256.json"
@@ -58,12 +59,14 @@ def folder_damage(folder: Path) -> str | None:
     return None
 
 
-def load_folder(folder: Path, load: Callable[[Path], T]) -> T | None:
+def load_folder(folder: Path, load: Callable[[Path], T], stage: str) -> T | None:
     """What `load` reads from a cache folder; None when there is none, or when it is damaged
-    (then it is set aside, with one line, for the caller to rebuild)."""
+    (then it is set aside, with one line, for the caller to rebuild). Checking it is timed
+    as `stage` (its checksums read every byte)."""
     if not folder.is_dir():
         return None
-    problem = folder_damage(folder)
+    with Heartbeat(stage):
+        problem = folder_damage(folder)
     if problem is None:
         try:
             return load(folder)

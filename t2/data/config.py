@@ -66,7 +66,7 @@ class DataConfig(Section):
     # bucket lengths a multiple of this; 8 pads ~20% of a corpus of short sentences (the
     # shared mixed corpus: 14 tokens on average), the data-chosen boundaries ~7%
     length_multiple: int = 1
-    num_proc: int | str = "auto"  # threads that tokenize and clean; auto: every core
+    num_proc: int | str = "auto"  # threads that tokenize (t2.data.encode); auto: every core
     task_train_size: int = 20000  # pairs generated for a task:NAME train split
     task_eval_size: int = 500  # pairs generated for task:NAME valid and test splits
     max_train_pairs: int = 0  # keep only the first N training pairs (0: all)

@@ -129,7 +129,7 @@ def encode_pairs(
     pairs dropped (by a select), with a report of them."""
     key = digest(CACHE_VERSION, ds._fingerprint, tokenizer_digest(tokenizer), cfg.src_bos)
     folder = cache_root(cfg) / "ids" / key
-    ids = load_folder(folder, lambda f: open_stream(f / IDS))
+    ids = load_folder(folder, lambda f: open_stream(f / IDS), f"data {split}: check the cache")
     if ids is None:
         with stage(f"data {split}: encode", len(ds)) as progress:
 

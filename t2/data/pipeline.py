@@ -55,7 +55,7 @@ def load_pairs(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
         raise ConfigError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
     source = open_source(cfg, split, seed)
     folder = cache_root(cfg) / "pairs" / pairs_key(cfg, split, source)
-    cached = load_folder(folder, _read_cached)
+    cached = load_folder(folder, _read_cached, f"data {split}: check the cache")
     if cached is not None:
         report, ds = cached
         print(f"{report.line()} (cached in {folder})", flush=True)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from t2.progress import Progress, line_interval, on_terminal
 
 EVERY_S = 10.0  # a log file's progress lines for the data stages (T2_PROGRESS_EVERY wins)
+BEAT_AT_LEAST_S = 1.0  # a heartbeat's lines at most this often, whatever T2_PROGRESS_EVERY
 _seconds: dict[str, float] = {}
 _facts: dict[str, object] = {}
 _spans: list[tuple[str, float, float]] = []  # (stage, start, end) on time.perf_counter
@@ -68,7 +69,7 @@ class Heartbeat:
             self.thread.start()
 
     def _beat(self) -> None:
-        interval = max(every_s() or line_interval(), 1.0)
+        interval = max(every_s() or line_interval(), BEAT_AT_LEAST_S)
         while not self.done.wait(interval):
             seconds = time.perf_counter() - self.start_s
             print(f"{self.name}: {seconds:.0f} s so far", file=sys.stderr, flush=True)

@@ -177,7 +177,7 @@ def cached_tokenizer(
     settings = cfg.vocab_size, cfg.min_frequency, cfg.split_digits, cfg.tokenizer_sample
     key = digest(CACHE_VERSION, "bpe", pairs._fingerprint, *settings, SAMPLE_SEED)
     folder = cache_root(cfg) / "tokenizers" / key
-    tokenizer = load_folder(folder, load_tokenizer)
+    tokenizer = load_folder(folder, load_tokenizer, "tokenizer: check the cache")
     if tokenizer is not None:
         print(f"tokenizer: reusing the data cache's {folder}", flush=True)
     else:
