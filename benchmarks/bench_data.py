@@ -1,15 +1,16 @@
 """Data at scale: each stage of t2's data pipeline from raw files to the first training
 step, beside the limits for the same texts on the same cores.
 
-python -m benchmarks.bench_data [--pairs 4500000] [--recipe base] [--vocab-size 37000]
-    [--tokenizer-sample N] [--repeats 1] [--work DIR] [--batching --max-tokens 4096,25000
-    --json FILE]
+python -m benchmarks.bench_data [--pairs 4500000] [--recipe base] [--set KEY=VALUE ...]
+    [--vocab-size 37000] [--tokenizer-sample N] [--repeats 1] [--work DIR] [--fast-limit]
+    [--batching --max-tokens 4096,25000] [--json FILE]
 --pairs N builds a corpus of N pairs from ../shared/data/mixed (benchmarks/corpus.py; 0: the
 mixed corpus as it is, 237k pairs). Each repeat runs, each in a process of its own (its
 own peak memory): t2 cold (an empty data cache: read and clean, the tokenizer's sample and
 merges, encoding, planning the batches, one training micro-batch), t2 warm (the same from
-the cache), `tokenizers`' encode_batch of every text, and its trainer on the same sample;
-the ratios compare t2's stage with the limit of the same repeat. --batching adds the
+the cache), `tokenizers`' encode_batch of every text (--fast-limit: encode_batch_fast
+too), and its trainer on the same sample; the ratios compare t2's stage with the limit of
+the same repeat. --batching adds the
 shapes and padding of one epoch per token budget: t2's bucketed batches (data.max_shapes
 64, rows a multiple of 8), its greedy batches (data.max_shapes 0) and a plain DataLoader
 over shuffled pairs with per-batch dynamic padding, at the same mean sentences per batch
@@ -72,14 +73,18 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pairs", type=int, default=0, help="0: the mixed corpus as it is")
     parser.add_argument("--recipe", default="base")
+    parser.add_argument("--set", action="append", default=[], help="recipe overrides, KEY=VALUE")
     parser.add_argument("--vocab-size", type=int, default=37000)
     parser.add_argument("--tokenizer-sample", type=int, default=DataConfig.tokenizer_sample)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--work", type=Path, default=Path("/tmp/t2-bench-data"))
     parser.add_argument("--batching", action="store_true", help="shapes and padding too")
+    parser.add_argument(
+        "--fast-limit", action="store_true", help="time encode_batch_fast too (t2's call)"
+    )
     parser.add_argument("--max-tokens", default="4096,25000", help="token budgets, commas")
     parser.add_argument(
-        "--max-tokens-per-sentence", type=int, default=DataConfig.max_tokens_per_sentence
+        "--max-tokens-per-sentence", type=int, help="data.max_tokens_per_sentence (the recipe's)"
     )
     parser.add_argument("--json", type=Path, help="write the figures to this file")
     return parser.parse_args()
@@ -96,20 +101,23 @@ def child(kind: str, args: dict) -> dict:
 
 
 def t2_sets(prefix: Path, cache: Path, args: argparse.Namespace) -> list[str]:
-    valid = mixed_prefix().parent / "valid"
-    return [
-        f"data.train=files:{prefix}",
-        f"data.valid=files:{valid}",
-        f"data.test=files:{valid}",
-        "data.src_lang=de",
-        "data.tgt_lang=en",
-        f"data.vocab_size={args.vocab_size}",
-        f"data.tokenizer_sample={args.tokenizer_sample}",
-        f"data.max_tokens_per_sentence={args.max_tokens_per_sentence}",
-        f"data.cache_dir={cache}",
-        "train.global_batch=0",  # the first step: one micro-batch
-        "train.accumulate=1",
-    ]
+    valid, limit = mixed_prefix().parent / "valid", args.max_tokens_per_sentence
+    return (
+        [
+            f"data.train=files:{prefix}",
+            f"data.valid=files:{valid}",
+            f"data.test=files:{valid}",
+            "data.src_lang=de",
+            "data.tgt_lang=en",
+            f"data.vocab_size={args.vocab_size}",
+            f"data.tokenizer_sample={args.tokenizer_sample}",
+            f"data.cache_dir={cache}",
+            "train.global_batch=0",  # the first step: one micro-batch
+            "train.accumulate=1",
+        ]
+        + ([] if limit is None else [f"data.max_tokens_per_sentence={limit}"])
+        + args.set
+    )
 
 
 def repeat(prefix: Path, work: Path, args: argparse.Namespace) -> dict:
@@ -122,15 +130,15 @@ def repeat(prefix: Path, work: Path, args: argparse.Namespace) -> dict:
     for name in ("cold", "warm"):
         run = {"recipe": args.recipe, "sets": sets, "run": str(work / "runs" / name)}
         figures[f"t2 {name}"] = child("t2", run)
-    pairs = max((cache / "pairs").glob("*/pairs.arrow"), key=lambda p: p.stat().st_size)
-    (tokenizer,) = (cache / "tokenizers").glob("*/tokenizer.json")
-    facts = figures["t2 cold"]["record"]["tokenizer"]
-    figures["encode"] = child("encode", {"pairs": str(pairs), "tokenizer": str(tokenizer.parent)})
+    cold = figures["t2 cold"]
+    pairs, tokenizer, facts = cold["pairs_file"], cold["tokenizer"], cold["record"]["tokenizer"]
+    encode = {"pairs": pairs, "tokenizer": tokenizer, "fast": args.fast_limit}
+    figures["encode"] = child("encode", encode)
     figures["train"] = child(
         "train",
         {
-            "pairs": str(pairs),
-            "tokenizer": str(tokenizer.parent),
+            "pairs": pairs,
+            "tokenizer": tokenizer,
             "pairs_count": facts["pairs"],
             "sample": args.tokenizer_sample,
             "vocab_size": args.vocab_size,
@@ -186,12 +194,10 @@ def report(rounds: list[dict]) -> None:
     limits = [
         ("BPE trainer on the same sample", tok, [r["train"]["train"] for r in rounds]),
         ("encode_batch of every text", enc, [r["encode"]["encode_batch"] for r in rounds]),
-        (
-            "encode_batch_fast of every text",
-            enc,
-            [r["encode"]["encode_batch_fast"] for r in rounds],
-        ),
     ]
+    if "encode_batch_fast" in rounds[0]["encode"]:
+        fast = [r["encode"]["encode_batch_fast"] for r in rounds]
+        limits.append(("encode_batch_fast of every text", enc, fast))
     for label, ours, limit in limits:
         ratios = [a / b for a, b in zip(ours, limit, strict=True)]
         print(f"{label:<46} {min(ours):8.1f} {min(limit):8.1f}  ratio {spread(ratios).strip()}x")
@@ -215,7 +221,12 @@ def main() -> None:
     report(rounds)
     rows = []
     if args.batching:
-        ids = max((work / "cache" / "ids").glob("*/ids.arrow"), key=lambda p: p.stat().st_size)
+        if args.max_tokens_per_sentence is None:  # what the rows say the pairs were cut at
+            from t2.recipes import load_config
+
+            limit = load_config(args.recipe).data.max_tokens_per_sentence
+            args = argparse.Namespace(**{**vars(args), "max_tokens_per_sentence": limit})
+        ids = Path(rounds[-1]["t2 cold"]["ids_file"])
         rows = _batching(open_stream(ids), argparse.Namespace(**{**vars(args), "json": None}))
     if args.json:
         args.json.write_text(json.dumps({"rounds": rounds, "batching": rows}, indent=1))

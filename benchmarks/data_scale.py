@@ -39,7 +39,15 @@ class Peaks:
             self.samples.append((time.perf_counter(), self.rss()))
 
     def peak_mb(self, start: float = 0.0, end: float = float("inf")) -> float:
-        inside = [rss for t, rss in self.samples if start <= t <= end] or [self.rss()]
+        """The highest sample from `start` to `end`; for a span shorter than the sampling,
+        the sample nearest to it."""
+        inside = [rss for t, rss in self.samples if start <= t <= end]
+        if not inside:
+            inside = (
+                [min(self.samples, key=lambda s: abs(s[0] - start))[1]]
+                if self.samples
+                else [self.rss()]
+            )
         return round(max(inside) / 2**20, 1)
 
     def stop(self) -> None:
@@ -84,7 +92,8 @@ def t2_run(args: dict[str, Any]) -> dict[str, Any]:
     spans = stages.spans()
     figures = {name: {"s": round(b - a, 2), "peak_mb": peaks.peak_mb(a, b)} for name, a, b in spans}
     data_end = max((b for _, _, b in spans), default=built)
-    train_pairs = run.loader.dataset.ds
+    train = run.loader.dataset.ds  # the encoded pairs beside their texts
+    files = {Path(f["filename"]).name: f["filename"] for f in train.cache_files}
     return {
         "stages": figures,
         "import_s": round(imported - start, 2),
@@ -95,21 +104,25 @@ def t2_run(args: dict[str, Any]) -> dict[str, Any]:
         "peak_mb_data": peaks.peak_mb(0.0, data_end),
         "peak_mb_ready": peaks.peak_mb(0.0, ready),
         "peak_mb": peaks.peak_mb(),
-        "pairs": len(train_pairs),
+        "pairs": len(train),
+        "pairs_file": files["pairs.arrow"],
+        "ids_file": files["ids.arrow"],
+        "tokenizer": str(run.run_dir.tokenizer),
         "record": stages.record(),
     }
 
 
 def raw_encode(args: dict[str, Any]) -> dict[str, Any]:
     """tokenizers' encode_batch of every text of the pairs, in its own threads (all cores):
-    the seconds inside encode_batch only (reading the texts is not counted)."""
+    the seconds inside encode_batch only (reading the texts is not counted); with "fast",
+    encode_batch_fast too (no offsets, as t2 calls it), chunk by chunk after it."""
     from tokenizers import Tokenizer
 
     from t2.data.cache import read_stream
 
     peaks = Peaks()
     tok = Tokenizer.from_file(str(Path(args["tokenizer"]) / "tokenizer.json"))
-    seconds = {"encode_batch": 0.0, "encode_batch_fast": 0.0}
+    seconds = dict.fromkeys(["encode_batch", *(["encode_batch_fast"] if args["fast"] else [])], 0.0)
     for batch in read_stream(Path(args["pairs"])):
         src, tgt = batch["src"].to_pylist(), batch["tgt"].to_pylist()
         for name in seconds:

@@ -110,10 +110,19 @@ def _cell_keys(
 ) -> np.ndarray:
     """Each pair's cell as one number, source bucket x target buckets + target bucket: 16
     bits (a stable sort of them is a radix sort), buckets found by table lookup."""
-    si = np.searchsorted(src_cuts, np.arange(int(src.max()) + 1))[src]
-    ti = np.searchsorted(tgt_cuts, np.arange(int(tgt.max()) + 1))[tgt]
     small = len(src_cuts) * len(tgt_cuts) <= np.iinfo(np.uint16).max
-    return (si * len(tgt_cuts) + ti).astype(np.uint16 if small else np.int64)
+    kind = np.uint16 if small else np.int64  # computed in it: no corpus-long int64 array
+    si = np.searchsorted(src_cuts, np.arange(int(src.max()) + 1)).astype(kind)
+    ti = np.searchsorted(tgt_cuts, np.arange(int(tgt.max()) + 1)).astype(kind)
+    key = si[src]
+    key *= kind(len(tgt_cuts))
+    key += ti[tgt]
+    return key
+
+
+def _index_type(n: int) -> type:
+    """Pair indices in 32 bits while they fit: half the memory of an epoch's batches."""
+    return np.int32 if n < 2**31 else np.int64
 
 
 def cells(
@@ -128,9 +137,11 @@ def cells(
     """The batches' cells, smallest first; each member list shuffled by `rng` (None: in
     index order) before the cell's leftover pairs move on."""
     key = _cell_keys(src, tgt, src_cuts, tgt_cuts)
-    order = np.argsort(key, kind="stable")
-    found, starts = np.unique(key[order], return_index=True)
-    groups = np.split(order, starts[1:])
+    order = np.argsort(key, kind="stable").astype(_index_type(len(key)))
+    ranked = key[order]
+    starts = np.flatnonzero(ranked[1:] != ranked[:-1]) + 1  # where each cell's pairs begin
+    found = ranked[np.concatenate([[0], starts])] if len(ranked) else ranked
+    groups = np.split(order, starts)
     members = {divmod(int(k), len(tgt_cuts)): g for k, g in zip(found, groups, strict=True)}
     out = []
     counts = {c: len(g) for c, g in members.items()}

@@ -26,7 +26,7 @@ from transformers import PreTrainedTokenizerFast
 from t2.data.cache import load_folder, open_stream, save_folder, write_stream
 from t2.data.clean import Report, length_mask
 from t2.data.config import DataConfig
-from t2.data.pipeline import CACHE_VERSION, cache_root, column, digest, pair_batches
+from t2.data.pipeline import CACHE_VERSION, cache_root, column, digest, pair_batches, take_rows
 from t2.data.stages import stage
 from t2.errors import DataError
 
@@ -156,4 +156,4 @@ def encode_pairs(
             f"every train pair is longer than data.max_tokens_per_sentence="
             f"{cfg.max_tokens_per_sentence} or beyond data.max_length_ratio; raise them"
         )
-    return ds if keep.all() else ds.select(np.flatnonzero(keep))
+    return ds if keep.all() else take_rows(ds, np.flatnonzero(keep))

@@ -275,7 +275,7 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         valid_pairs,
         run,
         forward,
-        lengths(train_ds, "tgt"),
+        sampler.tgt,  # each pair's target length, the sampler's own array
         held,
         plan.estimate.total,
         waits,
