@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 
 from t2.config import DataConfig
@@ -15,7 +16,7 @@ from t2.data import stages
 from t2.data.batching import BatchSampler
 from t2.data.encode import encode_pairs, encode_source
 from t2.data.loader import make_loader
-from t2.data.pipeline import column, load_pairs
+from t2.data.pipeline import column, load_pairs, take_rows
 from t2.data.tokenizer import prepare_tokenizer
 from t2.recipes import load_config
 
@@ -183,4 +184,6 @@ def test_columns_come_from_arrow_through_a_selection(tmp_path: Path) -> None:
     ds = encode_pairs(load_pairs(cfg, "train", 1), prepare_tokenizer(cfg, None, 1), cfg, "train")
     chosen = ds.select([5, 1, 3])
     assert column(chosen, "src_len").tolist() == [len(x) for x in chosen["src_ids"]]
+    rows = np.array([0, 2, 3, 7])
+    assert take_rows(ds, rows).to_dict() == ds.select(rows).to_dict()
     assert column(ds, "tgt_len").tolist() == [len(x) for x in ds["tgt_ids"]]
