@@ -186,4 +186,5 @@ def test_columns_come_from_arrow_through_a_selection(tmp_path: Path) -> None:
     assert column(chosen, "src_len").tolist() == [len(x) for x in chosen["src_ids"]]
     rows = np.array([0, 2, 3, 7])
     assert take_rows(ds, rows).to_dict() == ds.select(rows).to_dict()
+    assert take_rows(chosen, np.array([2, 0])).to_dict() == chosen.select([2, 0]).to_dict()
     assert column(ds, "tgt_len").tolist() == [len(x) for x in ds["tgt_ids"]]
