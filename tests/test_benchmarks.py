@@ -276,6 +276,7 @@ def test_bench_data_reports_shapes_and_padding_of_each_batching(tmp_path, capsys
 
 
 @needs_data
+@pytest.mark.slow
 def test_bench_data_times_each_stage_against_the_limits(
     tmp_path, monkeypatch, capsys, single_thread
 ):
