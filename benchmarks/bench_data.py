@@ -3,7 +3,7 @@ step, beside the limits for the same texts on the same cores.
 
 python -m benchmarks.bench_data [--pairs 4500000] [--recipe base] [--set KEY=VALUE ...]
     [--vocab-size 37000] [--tokenizer-sample N] [--repeats 1] [--work DIR] [--fast-limit]
-    [--batching --max-tokens 4096,25000] [--json FILE]
+    [--no-limits] [--batching --max-tokens 4096,25000] [--json FILE]
 --pairs N builds a corpus of N pairs from ../shared/data/mixed (benchmarks/corpus.py; 0: the
 mixed corpus as it is, 237k pairs). Each repeat runs, each in a process of its own (its
 own peak memory): t2 cold (an empty data cache: read and clean, the tokenizer's sample and
@@ -82,6 +82,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--fast-limit", action="store_true", help="time encode_batch_fast too (t2's call)"
     )
+    parser.add_argument(
+        "--limits",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the raw encoder's and trainer's limits (--no-limits: t2's stages alone)",
+    )
     parser.add_argument("--max-tokens", default="4096,25000", help="token budgets, commas")
     parser.add_argument(
         "--max-tokens-per-sentence", type=int, help="data.max_tokens_per_sentence (the recipe's)"
@@ -131,6 +137,8 @@ def repeat(prefix: Path, work: Path, args: argparse.Namespace) -> dict:
         run = {"recipe": args.recipe, "sets": sets, "run": str(work / "runs" / name)}
         figures[f"t2 {name}"] = child("t2", run)
     cold = figures["t2 cold"]
+    if not args.limits:
+        return figures
     pairs, tokenizer, facts = cold["pairs_file"], cold["tokenizer"], cold["record"]["tokenizer"]
     encode = {"pairs": pairs, "tokenizer": tokenizer, "fast": args.fast_limit}
     figures["encode"] = child("encode", encode)
@@ -184,23 +192,31 @@ def report(rounds: list[dict]) -> None:
     line("ready to train: the first batch in hand", lambda r: (r["ready_s"], r["peak_mb_ready"]))
     line("one training micro-batch", lambda r: (r["first_step_s"], r["peak_mb"]))
     cold = runs["cold"]
+    if "encode" not in rounds[0]:  # --no-limits
+        return
 
-    def seconds(c: dict, *names: str) -> float:
-        return sum(c["stages"][n]["s"] for n in names)
+    def seconds(c: dict, key: str, *names: str) -> float:
+        return sum(c["stages"][n][key] for n in names)
 
-    tok = [seconds(c, "tokenizer: reading", "tokenizer: computing the merges") for c in cold]
-    enc = [seconds(c, "data train: encode") for c in cold]
-    print(f"\n{'t2 against the limit, same texts and cores':<46} {'t2 s':>8} {'limit s':>8}")
-    limits = [
-        ("BPE trainer on the same sample", tok, [r["train"]["train"] for r in rounds]),
-        ("encode_batch of every text", enc, [r["encode"]["encode_batch"] for r in rounds]),
+    print(
+        f"\n{'t2 against the limit, same texts and cores':<40} {'t2 s':>8} {'limit s':>8} "
+        f"{'ratio':>14} {'t2 CPU s':>9} {'limit CPU s':>11} {'ratio':>14}"
+    )
+    merges = ("tokenizer: reading", "tokenizer: computing the merges")
+    limits = [("BPE trainer on the same sample", merges, "train", "train")]
+    limits += [
+        (f"{name} of every text", ("data train: encode",), "encode", name)
+        for name in ("encode_batch", "encode_batch_fast")
+        if name in rounds[0]["encode"]
     ]
-    if "encode_batch_fast" in rounds[0]["encode"]:
-        fast = [r["encode"]["encode_batch_fast"] for r in rounds]
-        limits.append(("encode_batch_fast of every text", enc, fast))
-    for label, ours, limit in limits:
-        ratios = [a / b for a, b in zip(ours, limit, strict=True)]
-        print(f"{label:<46} {min(ours):8.1f} {min(limit):8.1f}  ratio {spread(ratios).strip()}x")
+    for label, names, kind, key in limits:
+        cells = []
+        for suffix, stage_key in (("", "s"), ("_cpu", "cpu_s")):
+            ours = [seconds(c, stage_key, *names) for c in cold]
+            limit = [r[kind][key + suffix] for r in rounds]
+            ratios = [a / b for a, b in zip(ours, limit, strict=True)]
+            cells.append(f"{min(ours):8.1f} {min(limit):8.1f} {spread(ratios) + 'x':>14}")
+        print(f"{label:<40} {' '.join(cells)}")
     same = all(r["train"]["same"] for r in rounds)
     print(f"t2's BPE has the raw trainer's vocabulary and merges: {same}")
 

@@ -20,11 +20,13 @@ RSS_EVERY_S = 0.02  # how often the resident memory is sampled
 
 
 class Peaks:
-    """The resident memory (VmRSS) of this process sampled in a thread, to find the peak of
-    each stage afterwards from its span. ru_maxrss would give one peak for the whole run."""
+    """The resident memory (VmRSS) and CPU time (all threads) of this process sampled in a
+    thread, to find each stage's peak and CPU seconds afterwards from its span (ru_maxrss
+    would give one peak for the whole run). CPU seconds are what a machine shared with
+    other work changes least: a stage that waits for a core counts no CPU time."""
 
     def __init__(self) -> None:
-        self.samples: list[tuple[float, int]] = []
+        self.samples: list[tuple[float, int, float]] = []
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -36,12 +38,12 @@ class Peaks:
 
     def _run(self) -> None:
         while not self.done.wait(RSS_EVERY_S):
-            self.samples.append((time.perf_counter(), self.rss()))
+            self.samples.append((time.perf_counter(), self.rss(), time.process_time()))
 
     def peak_mb(self, start: float = 0.0, end: float = float("inf")) -> float:
         """The highest sample from `start` to `end`; for a span shorter than the sampling,
         the sample nearest to it."""
-        inside = [rss for t, rss in self.samples if start <= t <= end]
+        inside = [rss for t, rss, _ in self.samples if start <= t <= end]
         if not inside:
             inside = (
                 [min(self.samples, key=lambda s: abs(s[0] - start))[1]]
@@ -49,6 +51,13 @@ class Peaks:
                 else [self.rss()]
             )
         return round(max(inside) / 2**20, 1)
+
+    def cpu_s(self, start: float, end: float) -> float:
+        """CPU seconds of every thread from `start` to `end`, interpolated between samples."""
+        import numpy as np
+
+        t, cpu = [s[0] for s in self.samples], [s[2] for s in self.samples]
+        return round(float(np.interp(end, t, cpu) - np.interp(start, t, cpu)), 2)
 
     def stop(self) -> None:
         self.done.set()
@@ -90,7 +99,10 @@ def t2_run(args: dict[str, Any]) -> dict[str, Any]:
     end = time.perf_counter()
     peaks.stop()
     spans = stages.spans()
-    figures = {name: {"s": round(b - a, 2), "peak_mb": peaks.peak_mb(a, b)} for name, a, b in spans}
+    figures = {
+        name: {"s": round(b - a, 2), "cpu_s": peaks.cpu_s(a, b), "peak_mb": peaks.peak_mb(a, b)}
+        for name, a, b in spans
+    }
     data_end = max((b for _, _, b in spans), default=built)
     train = run.loader.dataset.ds  # the encoded pairs beside their texts
     files = {Path(f["filename"]).name: f["filename"] for f in train.cache_files}
@@ -122,15 +134,17 @@ def raw_encode(args: dict[str, Any]) -> dict[str, Any]:
 
     peaks = Peaks()
     tok = Tokenizer.from_file(str(Path(args["tokenizer"]) / "tokenizer.json"))
-    seconds = dict.fromkeys(["encode_batch", *(["encode_batch_fast"] if args["fast"] else [])], 0.0)
+    names = ["encode_batch", *(["encode_batch_fast"] if args["fast"] else [])]
+    seconds = {key: 0.0 for name in names for key in (name, f"{name}_cpu")}
     for batch in read_stream(Path(args["pairs"])):
         src, tgt = batch["src"].to_pylist(), batch["tgt"].to_pylist()
-        for name in seconds:
+        for name in names:
             encode = getattr(tok, name)
-            begin = time.perf_counter()
+            begin, cpu = time.perf_counter(), time.process_time()
             encode(src, add_special_tokens=False)
             encode(tgt, add_special_tokens=False)
             seconds[name] += time.perf_counter() - begin
+            seconds[f"{name}_cpu"] += time.process_time() - cpu
     peaks.stop()
     return {**{k: round(v, 2) for k, v in seconds.items()}, "peak_mb": peaks.peak_mb()}
 
@@ -158,14 +172,20 @@ def raw_train(args: dict[str, Any]) -> dict[str, Any]:
         else [],
         show_progress=False,
     )
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.process_time()
     tok.train_from_iterator(iter(batches), trainer)
-    seconds = time.perf_counter() - begin
+    seconds, cpu = time.perf_counter() - begin, time.process_time() - cpu
     peaks.stop()
     t2s = json.loads((Path(args["tokenizer"]) / "tokenizer.json").read_text())["model"]
     same = json.loads(tok.to_str())["model"] == t2s  # the same vocabulary and merges
     texts = sum(len(b) for b in batches)
-    return {"train": round(seconds, 2), "texts": texts, "peak_mb": peaks.peak_mb(), "same": same}
+    return {
+        "train": round(seconds, 2),
+        "train_cpu": round(cpu, 2),
+        "texts": texts,
+        "peak_mb": peaks.peak_mb(),
+        "same": same,
+    }
 
 
 KINDS = {"t2": t2_run, "encode": raw_encode, "train": raw_train}

@@ -296,6 +296,7 @@ def test_bench_data_times_each_stage_against_the_limits(
         tokenizer_sample=200,
         max_tokens_per_sentence=None,
         fast_limit=False,
+        limits=True,
     )
     figures = bench.repeat(prefix, tmp_path / "work", args)
     cold, warm = figures["t2 cold"], figures["t2 warm"]
