@@ -43,7 +43,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from t2.config import ModelConfig
-from t2.data.pipeline import encode_source
+from t2.data.encode import encode_source
 from t2.data.tokenizer import train_tokenizer
 from t2.decoding.options import DecodeConfig
 from t2.decoding.search import search

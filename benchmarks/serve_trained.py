@@ -14,7 +14,7 @@ import torch
 from benchmarks.bench_decode import PeakMemory
 from benchmarks.engines import Runs, engine_spec, fmt_ratio, ordered, peer_of, ratios
 from benchmarks.pool import Pool
-from t2.data.pipeline import encode_source
+from t2.data.encode import encode_source
 from t2.evaluation.scoring import score_corpus
 from t2.exporting import export
 from t2.opener import open_model

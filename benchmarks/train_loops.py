@@ -17,8 +17,8 @@ import torch.nn.functional as F  # noqa: N812
 from benchmarks.bench_decode import DATA, PeakMemory, marian_config
 from t2.config import Config, DataConfig
 from t2.data.batching import BatchSampler
+from t2.data.encode import encode_source
 from t2.data.loader import Batches, make_loader
-from t2.data.pipeline import encode_source
 from t2.model.flops import training_flops
 from t2.model.transformer import Transformer
 from t2.train.optim import lr_multiplier, peak_lr

@@ -28,8 +28,9 @@ from types import SimpleNamespace
 import torch
 
 from benchmarks.bench_decode import marian_config
+from t2.data.encode import encode_pairs, encode_source
 from t2.data.loader import Batches
-from t2.data.pipeline import encode_pairs, encode_source, load_pairs
+from t2.data.pipeline import load_pairs
 from t2.data.tokenizer import prepare_tokenizer
 from t2.evaluation.scoring import score_corpus
 from t2.model.loss import smoothed_cross_entropy

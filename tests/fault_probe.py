@@ -44,10 +44,8 @@ FAULTS = {  # fault -> the test (file::function) that exercises it
         "test_full_disk.py::test_a_training_run_on_a_disk_that_fills_ends_in_one_line_and_resumes",
     "a full disk at every other write (log, tokenizer, results, export, translations, cache)":
         "test_full_disk.py::test_every_write_on_a_full_disk_is_one_line_and_leaves_nothing_half_written",
-    "a damaged data cache (cleaned pairs)":
-        "test_data_cache.py::test_a_damaged_pairs_cache_is_set_aside_and_rebuilt",
-    "a damaged data cache (token ids)":
-        "test_data_cache.py::test_a_damaged_tokenized_cache_is_set_aside_and_rebuilt",
+    "a damaged data cache (cleaned pairs, tokenizer, token ids)":
+        "test_data_cache.py::test_a_damaged_cache_is_set_aside_and_rebuilt",
     "a process that stops answering (SIGSTOP), 2 processes":
         "test_train_lost_process.py::test_a_stopped_process_ends_the_other_after_the_timeout_in_one_line_and_resume_continues",
     "a metrics.jsonl line torn by a crash":

@@ -274,6 +274,42 @@ def test_bench_data_reports_shapes_and_padding_of_each_batching(tmp_path, capsys
         assert abs(plain["sentences_per_batch"] - ours["sentences_per_batch"]) < 2
 
 
+@needs_data
+@pytest.mark.slow
+def test_bench_data_times_each_stage_against_the_limits(
+    tmp_path, monkeypatch, capsys, single_thread
+):
+    """A round on a corpus of 300 joined pairs, the measurements run in this process: t2
+    from raw files and from its cache, each stage's seconds and peak memory, and the raw
+    encoder and trainer on the same texts, whose BPE is t2's."""
+    import argparse
+
+    bench, scale = load("bench_data"), load("data_scale")
+    monkeypatch.setattr(bench, "child", lambda kind, args: scale.KINDS[kind](args))
+    prefix = load("corpus").build(tmp_path / "corpus" / "train", 300)
+    assert len(Path(f"{prefix}.de").read_text(encoding="utf-8").splitlines()) == 300
+    args = argparse.Namespace(
+        recipe="quickstart",
+        set=[kv for kv in TINY if kv != "--set"],
+        vocab_size=300,
+        tokenizer_sample=200,
+        max_tokens_per_sentence=None,
+        fast_limit=False,
+        limits=True,
+    )
+    figures = bench.repeat(prefix, tmp_path / "work", args)
+    cold, warm = figures["t2 cold"], figures["t2 warm"]
+    assert cold["record"]["tokenizer"] == {"sample_pairs": 200, "pairs": 300, "sample_seed": 2016}
+    assert {"data train: read and clean", "data train: encode"} <= set(cold["stages"])
+    assert "data train: encode" not in warm["stages"]  # read from the cache
+    assert "data train: check the cache" in warm["stages"]
+    assert figures["train"]["same"] and figures["train"]["texts"] == 400
+    assert figures["encode"]["encode_batch"] > 0 and cold["peak_mb"] >= cold["peak_mb_data"]
+    bench.report([figures])
+    out = capsys.readouterr().out
+    assert "encode_batch of every text" in out and "t2's BPE has the raw trainer's" in out
+
+
 def test_bench_cli_times_help_screens_against_the_interpreter_and_torch(tmp_path, capsys):
     records = load("bench_cli").main(
         ["--rounds", "1", "--verbs", "train", "--json", str(tmp_path / "c.json")]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from t2.data.batching import BatchSampler
-from t2.data.buckets import cells, padding_optimal_cuts
+from t2.data.buckets import cells, layout_shapes, padding_optimal_cuts, shapes
 from t2.data.loader import collate
 from t2.errors import DataError
 
@@ -120,3 +120,16 @@ def test_shards_of_a_bucketed_epoch_are_disjoint_and_equal() -> None:
     assert len({len(s) for s in shards}) == 1
     seen = [i for s in shards for b in s for i in b]
     assert len(seen) == len(set(seen))
+
+
+def test_shapes_from_counts_are_the_shapes_of_the_cells() -> None:
+    """The shape limit is checked on the cells' counts (no pair sorted): the same shapes."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        src_cuts = np.unique(rng.integers(2, 60, rng.integers(1, 6)))
+        tgt_cuts = np.unique(rng.integers(2, 60, rng.integers(1, 6)))
+        src_cuts[-1], tgt_cuts[-1] = SRC.max(), TGT.max()
+        budget = int(rng.integers(64, 2048))
+        layout = cells(SRC, TGT, np.sort(src_cuts), np.sort(tgt_cuts), budget, 8, rng)
+        counted = layout_shapes(SRC, TGT, np.sort(src_cuts), np.sort(tgt_cuts), budget, 8)
+        assert counted == shapes(layout)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from t2.config import DataConfig
-from t2.data.pipeline import cache_root, encode_pairs, load_pairs
+from t2.data.encode import encode_pairs
+from t2.data.pipeline import cache_root, load_pairs
 from t2.data.tokenizer import prepare_tokenizer
 
 
@@ -31,45 +32,30 @@ def flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def pairs_files(cfg: DataConfig) -> list[Path]:
-    return sorted((cache_root(cfg) / "pairs").glob("*/pairs/data-*.arrow"))
+def build(cfg: DataConfig, tmp_path: Path) -> dict:
+    """Pairs, tokenizer and ids of the train split, through the caches."""
+    tokenizer = prepare_tokenizer(cfg, tmp_path / "run-tokenizer", 1, reuse=False)
+    ids = encode_pairs(load_pairs(cfg, "train", 1), tokenizer, cfg, "train")
+    return {"ids": ids.to_dict(), "vocab": tokenizer.get_vocab()}
+
+
+# what each cache folder holds: cleaned pairs, the BPE learnt from them, token ids
+CACHED = {"pairs": "pairs.arrow", "tokenizers": "tokenizer.json", "ids": "ids.arrow"}
 
 
 @pytest.mark.parametrize("damage", [truncate, flip])
-def test_a_damaged_pairs_cache_is_set_aside_and_rebuilt(tmp_path, capsys, damage):
+@pytest.mark.parametrize("kind", sorted(CACHED))
+def test_a_damaged_cache_is_set_aside_and_rebuilt(tmp_path, capsys, kind, damage):
     cfg = task_cfg(tmp_path)
-    first = load_pairs(cfg, "train", 1).to_dict()
-    (arrow,) = pairs_files(cfg)
-    damage(arrow)
+    first = build(cfg, tmp_path)
+    (cached,) = (cache_root(cfg) / kind).glob(f"*/{CACHED[kind]}")
+    damage(cached)
     capsys.readouterr()
-    again = load_pairs(cfg, "train", 1)
-    assert again.to_dict() == first
+    assert build(cfg, tmp_path) == first
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if "is damaged" in line]
     assert len(lines) == 1 and "set aside as .damaged-" in lines[0] and "rebuilding" in lines[0]
-    aside = list((cache_root(cfg) / "pairs").glob(".damaged-*"))
-    assert len(aside) == 1 and (aside[0] / "pairs").is_dir()  # renamed, not deleted
-    capsys.readouterr()
-    load_pairs(cfg, "train", 1)  # the rebuilt cache reads back quietly
-    assert "is damaged" not in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("damage", [truncate, flip])
-def test_a_damaged_tokenized_cache_is_set_aside_and_rebuilt(tmp_path, capsys, damage):
-    cfg = task_cfg(tmp_path)
-    tokenizer = prepare_tokenizer(cfg, tmp_path / "tok", 1, reuse=False)
-    pairs = load_pairs(cfg, "train", 1)
-    first = encode_pairs(pairs, tokenizer, cfg, "train").to_dict()
-    folder = pairs_files(cfg)[0].parent
-    (cached,) = sorted(folder.glob("cache-*.arrow"))
-    assert (folder / f"{cached.name}.sha256").is_file()
-    damage(cached)
-    capsys.readouterr()
-    again = encode_pairs(load_pairs(cfg, "train", 1), tokenizer, cfg, "train")
-    assert again.to_dict() == first
-    lines = [line for line in capsys.readouterr().out.splitlines() if "is damaged" in line]
-    assert len(lines) == 1 and cached.name in lines[0] and "set aside" in lines[0]
-    assert len(list(folder.glob(f".damaged-{cached.name}-*"))) == 1
-    capsys.readouterr()
-    encode_pairs(load_pairs(cfg, "train", 1), tokenizer, cfg, "train")
+    (aside,) = (cache_root(cfg) / kind).glob(".damaged-*")
+    assert (aside / CACHED[kind]).is_file()  # renamed, not deleted
+    build(cfg, tmp_path)  # the rebuilt cache reads back quietly
     assert "is damaged" not in capsys.readouterr().out

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
 from pathlib import Path
 
-import datasets
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from t2.config import DataConfig
-from t2.data.clean import Report, clean_pairs, length_mask, normalise
-from t2.data.pipeline import encode_pairs, load_pairs
+from t2.data.clean import Repeats, Report, length_mask, normalise, normalise_array
+from t2.data.encode import encode_pairs
+from t2.data.pipeline import load_pairs
 from t2.data.tokenizer import train_tokenizer
 from t2.errors import DataError
 
@@ -20,22 +23,39 @@ def test_normalise_whitespace_and_unicode() -> None:
     assert normalise("Gro\u0308\u00dfe") == "Größe"  # decomposed o + umlaut -> one character
 
 
-def test_clean_drops_exactly_the_empty_and_duplicate_pairs() -> None:
+def test_clean_drops_exactly_the_empty_and_duplicate_pairs(tmp_path: Path, capsys) -> None:
     src = ["a  b", "", "c", "a b", " ", "d", "c", "e"]
     tgt = ["A", "X", "", "A", "Y", "D", "C", "E"]
-    raw = datasets.Dataset.from_dict({"src": src, "tgt": tgt})
-    report = Report("train", len(raw))
-    ds = clean_pairs(raw, report, dedup=True, num_proc=1)
-    assert report.dropped == {"empty": 3, "duplicate": 1} and report.kept == len(ds) == 4
+    spec = write_files(tmp_path / "x", src, tgt)
+    cfg = DataConfig(train=spec, src_lang="src", tgt_lang="tgt", cache_dir=str(tmp_path))
+    ds = load_pairs(replace(cfg, dedup=True), "train", 1)
     assert list(zip(ds["src"], ds["tgt"], strict=True)) == [
         ("a b", "A"),
         ("d", "D"),
         ("c", "C"),
         ("e", "E"),
     ]
-    report = Report("train", len(raw))
-    assert len(clean_pairs(raw, report, dedup=False, num_proc=1)) == 5
-    assert report.line() == "data train: 8 pairs read; dropped 3 empty; kept 5"
+    assert "8 pairs read; dropped 3 empty, 1 duplicate; kept 4" in capsys.readouterr().out
+    assert len(load_pairs(cfg, "train", 1)) == 5
+    assert "data train: 8 pairs read; dropped 3 empty; kept 5" in capsys.readouterr().out
+
+
+def test_normalise_array_is_normalise_on_each_string() -> None:
+    """Only the strings that may change go through Python: the others must not change."""
+    rng = random.Random(5)
+    pieces = ["a", "ß", " ", "  ", "\t", "\r", "\x1c", "\x85", "\xa0", "\u2028", "\u3000"]
+    pieces += ["u\u0308", "e\u0301", "\u200b", "\ufeff", "x"]
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 9))) for _ in range(400)]
+    strings = pa.array([*texts, "tail"]).slice(0, len(texts))  # an offset into its buffers
+    assert normalise_array(strings).to_pylist() == [normalise(t) for t in texts]
+    assert normalise_array(pa.array(["a", None])).to_pylist() == ["a", ""]
+
+
+def test_repeats_are_found_across_chunks() -> None:
+    repeats = Repeats()
+    repeats.add(["a", "b", "a"], ["x", "y", "x"])
+    repeats.add(["c", "a", "b"], ["x", "x", "z"])
+    assert repeats.repeats().tolist() == [False, False, True, False, True, False]
 
 
 def test_length_mask_counts_each_rule_once() -> None:
@@ -82,7 +102,7 @@ def test_encode_drops_long_and_off_ratio_pairs_on_train_only(
         ds = encode_pairs(load_pairs(cfg, split, 1), word_tokenizer, cfg, split)
         kept = zip(ds["src"], ds["tgt"], strict=True)
         assert [(len(s.split()), len(t.split())) for s, t in kept] == expected
-        assert ds["src_len"] == [len(x) for x in ds["src_ids"]]
+        assert list(ds["src_len"]) == [len(x) for x in ds["src_ids"]]
 
 
 def test_encode_reports_what_it_drops(tmp_path: Path, word_tokenizer, capsys) -> None:
@@ -130,7 +150,7 @@ def test_dedup_and_max_train_pairs_are_reported(tmp_path: Path, capsys) -> None:
         dedup=True,
         max_train_pairs=2,
     )
-    assert load_pairs(cfg, "train", 1)["src"] == ["a", "b"]
-    assert load_pairs(cfg, "valid", 1)["src"] == ["a", "b", "c", "d"]  # the limit is train-only
+    assert list(load_pairs(cfg, "train", 1)["src"]) == ["a", "b"]
+    assert list(load_pairs(cfg, "valid", 1)["src"]) == ["a", "b", "c", "d"]  # train-only limit
     out = capsys.readouterr().out
     assert "5 pairs read; dropped 0 empty, 1 duplicate, 2 beyond max_train_pairs=2; kept 2" in out

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 
 from t2.config import DataConfig
+from t2.data import stages
 from t2.data.batching import BatchSampler
+from t2.data.encode import encode_pairs, encode_source
 from t2.data.loader import make_loader
-from t2.data.pipeline import encode_pairs, encode_source, load_pairs
+from t2.data.pipeline import column, load_pairs, take_rows
 from t2.data.tokenizer import prepare_tokenizer
 from t2.recipes import load_config
 
@@ -140,3 +144,47 @@ def test_hf_local_dataset_through_load_pairs_is_cleaned_and_cached(tmp_path: Pat
     assert "2 pairs read; dropped 1 empty; kept 1" in capsys.readouterr().out
     assert load_pairs(cfg, "valid", 1)["src"] == pairs["src"]
     assert "(cached in" in capsys.readouterr().out
+
+
+def test_every_stage_shows_progress_in_a_log_and_records_its_seconds(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """Reading and cleaning, the tokenizer's texts, encoding: lines in a log file (here one
+    at each update); work that counts nothing (the merges, planning) beats while it runs."""
+    monkeypatch.setenv("T2_PROGRESS_EVERY", "0")
+    monkeypatch.setattr(stages, "BEAT_AT_LEAST_S", 0.05)
+    stages.begin()
+    cfg = task_cfg(tmp_path)
+    tok = prepare_tokenizer(cfg, None, seed=1)
+    encode_pairs(load_pairs(cfg, "train", 1), tok, cfg, "train")
+    with stages.Heartbeat("data train: plan the batches"):
+        time.sleep(0.2)
+    err = capsys.readouterr().err
+    for done in (
+        "data train: read and clean: 400/400 pairs in ",
+        "tokenizer: reading: 800/800 ",
+        "data train: encode: 400/400 pairs in ",
+    ):
+        assert done in err
+    assert "tokenizer: computing the merges" in err and "plan the batches: 0 s so far" in err
+    seconds = stages.record()["stages_s"]
+    assert set(seconds) == {
+        "data train: read and clean",
+        "data train: check the cache",  # the pairs again, once the tokenizer read them
+        "tokenizer: reading",
+        "tokenizer: computing the merges",
+        "data train: encode",
+        "data train: plan the batches",
+    }
+    assert seconds["data train: plan the batches"] >= 0.2
+
+
+def test_columns_come_from_arrow_through_a_selection(tmp_path: Path) -> None:
+    cfg = task_cfg(tmp_path)
+    ds = encode_pairs(load_pairs(cfg, "train", 1), prepare_tokenizer(cfg, None, 1), cfg, "train")
+    chosen = ds.select([5, 1, 3])
+    assert column(chosen, "src_len").tolist() == [len(x) for x in chosen["src_ids"]]
+    rows = np.array([0, 2, 3, 7])
+    assert take_rows(ds, rows).to_dict() == ds.select(rows).to_dict()
+    assert take_rows(chosen, np.array([2, 0])).to_dict() == chosen.select([2, 0]).to_dict()
+    assert column(ds, "tgt_len").tolist() == [len(x) for x in ds["tgt_ids"]]

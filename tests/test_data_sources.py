@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
 import pytest
 
 from t2.config import DataConfig
-from t2.data.sources import read_source
+from t2.data.sources import open_source
 from t2.errors import ConfigError, DataError
 
 DE = ["Die Straße ist naß.", "Größer als 5 „Äpfel“!", "Er sagt: \u201eJa\u201c."]
@@ -28,8 +29,16 @@ def write_pair(prefix: Path, de: list[str] | bytes, en: list[str] | bytes) -> st
     return f"files:{prefix}"
 
 
-def pairs(ds: datasets.Dataset) -> list[tuple[str, str]]:
-    return list(zip(ds["src"], ds["tgt"], strict=True))
+def read_source(c: DataConfig, split: str, seed: int) -> pa.Table:
+    """Every raw pair of a split, its count checked first (as cleaning does)."""
+    source = open_source(c, split, seed)
+    table = source.table()
+    assert source.count() == len(table)
+    return table
+
+
+def pairs(table: pa.Table) -> list[tuple[str, str]]:
+    return list(zip(table["src"].to_pylist(), table["tgt"].to_pylist(), strict=True))
 
 
 def test_files_source_yields_aligned_pairs_in_both_directions(tmp_path: Path) -> None:
@@ -146,3 +155,20 @@ def test_unreachable_hub_fails_with_the_offline_alternatives(monkeypatch) -> Non
     message = str(err.value)
     assert "could not load Hugging Face dataset 'wmt14/de-en' split 'test'" in message
     assert "files:PREFIX" in message and "save_to_disk" in message and "\n" not in message
+
+
+def test_files_stream_in_blocks_as_one_whole_read(tmp_path: Path) -> None:
+    """Blocks of any size (a CRLF or a UTF-8 character cut between two, a last line without
+    its newline) give the lines a whole read gives, and count_lines counts them."""
+    from t2.data.lines import count_lines, read_lines
+
+    text = "Grüße\r\naus\u2028Köln\n\nzwei  Leer\r\n\r\n€ und ß\rx\nende"
+    path = tmp_path / "x.de"
+    path.write_bytes(text.encode())
+    whole = [line.removesuffix("\r") for line in text.split("\n")]
+    for block in range(1, 12):
+        assert [s for a in read_lines(path, block) for s in a.to_pylist()] == whole
+    assert count_lines(path) == len(whole) == 7
+    path.write_bytes(b"a\nb\n" + "Größe\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"x\.de:3: not valid UTF-8 \(byte 0xf6\)"):
+        list(read_lines(path, 2))

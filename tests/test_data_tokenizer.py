@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from transformers import PreTrainedTokenizerFast
 
@@ -118,3 +121,36 @@ def test_prepare_tokenizer_trains_once_then_reuses(tmp_path: Path, capsys) -> No
     assert in_memory.get_vocab() == first.get_vocab()
     sample = "april 11 1981 saturday"
     assert first.decode(first(sample, add_special_tokens=False)["input_ids"]) == sample
+
+
+def corpus(tmp_path: Path, pairs: int = 300) -> str:
+    """Files of `pairs` numbered sentences: a source that train.seed does not change."""
+    for lang, words in (("de", GERMAN), ("en", ENGLISH)):
+        lines = [f"{words[i % len(words)]} {i}" for i in range(pairs)]
+        (tmp_path / f"c.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return f"files:{tmp_path / 'c'}"
+
+
+def test_the_bpe_learns_from_a_seeded_sample_kept_with_the_data(tmp_path: Path, capsys) -> None:
+    """A sample of its own seed: every train.seed and run folder gets the same vocabulary
+    from the data cache, learnt once; other vocabulary settings learn another."""
+    from t2.data import stages
+    from t2.data.tokenizer import SAMPLE_SEED, sample_rows
+
+    cfg = DataConfig(train=corpus(tmp_path), vocab_size=300, tokenizer_sample=100)
+    cfg = dataclasses.replace(cfg, cache_dir=str(tmp_path / "cache"))
+    stages.begin()
+    first = prepare_tokenizer(cfg, tmp_path / "a", seed=1, reuse=False)
+    assert "on 100 pairs (a sample of the 300, data.tokenizer_sample)" in capsys.readouterr().out
+    facts = {"sample_pairs": 100, "pairs": 300, "sample_seed": SAMPLE_SEED}
+    assert stages.record()["tokenizer"] == facts  # what the run records in meta.json
+    other_seed = prepare_tokenizer(cfg, tmp_path / "b", seed=2, reuse=False)
+    assert "reusing the data cache's" in capsys.readouterr().out
+    assert other_seed.backend_tokenizer.to_str() == first.backend_tokenizer.to_str()
+    assert json.loads((tmp_path / "b" / "sample.json").read_text()) == facts
+    everything = prepare_tokenizer(dataclasses.replace(cfg, tokenizer_sample=0), None, seed=1)
+    assert "on 300 pairs\n" in capsys.readouterr().out
+    assert everything.get_vocab() != first.get_vocab()
+    rows = sample_rows(300, 100)
+    assert len(set(rows)) == 100 and (np.diff(rows) > 0).all() and rows.max() < 300
+    assert (sample_rows(300, 100) == rows).all() and sample_rows(300, 300) is None

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from toy_task import one_thread, tiny_config, toy_pairs, toy_run
 
 from t2.config import DecodeConfig
-from t2.data.pipeline import encode_source
+from t2.data.encode import encode_source
 from t2.decoding.common import Scratch, length_penalty, max_lengths, pad_source
 from t2.decoding.search import search
 from t2.errors import ConfigError

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from toy_task import toy_pairs
 
 from t2.config import Config
-from t2.data.pipeline import encode_source
+from t2.data.encode import encode_source
 from t2.evaluation.robustness import (
     PERTURBATIONS,
     drop,

@@ -417,7 +417,7 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     import datasets
 
     from t2.config import DataConfig
-    from t2.data.pipeline import encode_pairs
+    from t2.data.encode import encode_pairs
     from t2.data.tokenizer import train_tokenizer
     from t2.serve.engine import TorchEngine
 
@@ -427,9 +427,9 @@ def test_long_work_reports_progress_in_a_log_file(tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err
     assert "tokenizer: reading: 100/100 texts in " in err and "computing the merges" in err
     pairs = datasets.Dataset.from_dict({"src": texts[:6], "tgt": texts[1:7]})
-    encode_pairs(pairs, load_tokenizer(TOKENIZER), DataConfig(), "test")
+    encode_pairs(pairs, load_tokenizer(TOKENIZER), DataConfig(cache_dir=str(tmp_path)), "test")
     err = capsys.readouterr().err
-    assert "encode test: 6/6 pairs (100%)" in err and "Map" not in err  # datasets' bar off
+    assert "data test: encode: 6/6 pairs (100%)" in err and "Map" not in err  # datasets' bar off
     run, _ = make_run(tmp_path)
     loaded = from_pretrained(save_run(run, tmp_path / "saved"))
     with Progress(3, "translate", "sentences") as progress:

@@ -19,7 +19,7 @@ from toy_task import build_tokenizer, toy_pairs, write_run
 
 from t2.cli import main, run_script
 from t2.config import Config, DataConfig, DecodeConfig, ModelConfig
-from t2.data.pipeline import encode_source
+from t2.data.encode import encode_source
 from t2.decoding.search import search
 from t2.errors import CheckpointError, ConfigError, DataError
 from t2.exporting import export

@@ -228,7 +228,7 @@ def test_an_elastic_restart_resumes_by_itself_to_the_uninterrupted_log(tmp_path,
 
 PREPARE = """
 import itertools, json, os, sys
-import t2.data.pipeline as pipeline, t2.data.tokenizer as tokenizer
+import t2.data.encode as encode, t2.data.pipeline as pipeline, t2.data.tokenizer as tokenizer
 counts = {"clean": 0, "encode": 0, "tokenizer": 0}
 def counted(module, name, key):
     function = getattr(module, name)
@@ -236,9 +236,9 @@ def counted(module, name, key):
         counts[key] += 1
         return function(*args, **kwargs)
     setattr(module, name, counting)
-counted(pipeline, "clean_pairs", "clean")
-counted(pipeline, "_encode_batch", "encode")
-counted(tokenizer, "train_tokenizer", "tokenizer")
+counted(pipeline, "_clean_into", "clean")
+counted(encode, "_encoded", "encode")
+counted(tokenizer, "learn_bpe", "tokenizer")
 from t2.recipes import load_config
 from t2.rundir import RunDir
 from t2.train.collective import Waits
@@ -304,7 +304,8 @@ def _batches_of_one_process(tmp, sets: list[str]) -> list[list]:  # noqa: ANN001
     """Each rank's first batches, as one process computes them from its own cache."""
     from itertools import islice
 
-    from t2.data.pipeline import encode_pairs, load_pairs
+    from t2.data.encode import encode_pairs
+    from t2.data.pipeline import load_pairs
     from t2.data.tokenizer import prepare_tokenizer
     from t2.recipes import load_config
     from t2.train.setup import split_loader

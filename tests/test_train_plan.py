@@ -187,3 +187,24 @@ def test_a_run_saved_before_buckets_resumes_with_its_batching_named(tmp_path) ->
         check_run_dir(run, cfg, resume=True)
     old = load_config("quickstart", ["data.max_shapes=0", "data.pad_multiple=1"])
     check_run_dir(run, old, resume=True)
+
+
+def test_a_run_resumes_whatever_its_data_preparation_settings(tmp_path) -> None:
+    """A run saved before tokenizer samples learnt from every pair (its config.yaml says so)
+    and prepared its data with one process: it resumes with today's defaults, which do not
+    change what it trains on (it reuses its own tokenizer)."""
+    from t2.rundir import RunDir, new_meta, write_json
+    from t2.train.setup import check_run_dir, saved_config
+
+    run = RunDir(tmp_path / "old")
+    run.path.mkdir()
+    cfg = load_config("quickstart")
+    raw = cfg.to_dict()
+    del raw["data"]["tokenizer_sample"]
+    raw["data"]["num_proc"] = 1
+    run.config.write_text(yaml.safe_dump(raw))
+    write_json(run.meta, new_meta(1, recipe="quickstart"))
+    assert saved_config(run).data.tokenizer_sample == 0
+    check_run_dir(run, cfg, resume=True)
+    with pytest.raises(ConfigError, match=r"data.vocab_size=128 \(now 100\)"):
+        check_run_dir(run, load_config("quickstart", ["data.vocab_size=100"]), resume=True)

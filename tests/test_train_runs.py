@@ -290,6 +290,16 @@ def test_a_finished_run_keeps_its_test_translations_and_references(tiny_run):
     assert results["decode"] == decode.recorded() and results["decode"]["search"] == decode.search
 
 
+def test_a_run_records_its_data_stages_and_tokenizer_sample(tiny_run):
+    """meta.json keeps each data stage's seconds (from raw files, or the cache's check when
+    an earlier run left it) and what the tokenizer was learnt from."""
+    data = json.loads((tiny_run / "meta.json").read_text())["data"]
+    seconds = data["stages_s"]
+    assert "data train: plan the batches" in seconds and min(seconds.values()) >= 0
+    assert {"data train: encode", "data train: check the cache"} & set(seconds)
+    assert data["tokenizer"] == {"sample_pairs": 400, "pairs": 400, "sample_seed": 2016}
+
+
 @pytest.mark.slow
 def test_a_nan_validation_is_never_the_best_and_the_stop_message_is_true(tmp_path):
     """train.max_lr=1e6: validations turn NaN; no checkpoint with a NaN validation is marked

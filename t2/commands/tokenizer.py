@@ -1,12 +1,15 @@
 """Train a recipe's joint BPE once: t2 tokenizer --recipe NAME --out DIR.
 
-It reads both sides of the recipe's cleaned train split; later runs reuse the folder with
---set data.tokenizer=DIR. An existing tokenizer in DIR is kept unless --force is given.
+It learns from both sides of the recipe's cleaned train split (a sample of
+data.tokenizer_sample pairs), as a training run does and through the same data cache;
+later runs reuse the folder with --set data.tokenizer=DIR. An existing tokenizer in DIR is
+kept unless --force is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -23,28 +26,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from t2.data.pipeline import load_pairs
-    from t2.data.tokenizer import both_sides, load_tokenizer, train_tokenizer
+    from t2.data.tokenizer import SAMPLE, cached_tokenizer, copy_folder, load_tokenizer
     from t2.recipes import load_config
 
     cfg = load_config(args.recipe, args.overrides)
     check_out_folder(args.out)
     if (args.out / "tokenizer.json").is_file() and not args.force:
         tok = load_tokenizer(args.out)
-        print(f"tokenizer: {args.out} exists ({len(tok)} entries); reusing it (--force retrains)")
+        print(
+            f"tokenizer: {args.out} exists ({len(tok)} entries); reusing it (--force replaces it)"
+        )
         return
     pairs = load_pairs(cfg.data, "train", cfg.train.seed)
     start = time.perf_counter()
-    data = cfg.data
-    tok = train_tokenizer(
-        both_sides(pairs),
-        data.vocab_size,
-        data.min_frequency,
-        data.split_digits,
-        args.out,
-        total=2 * len(pairs),
-    )
+    cache, tok = cached_tokenizer(cfg.data, pairs)
+    copy_folder(cache, args.out)
     seconds = time.perf_counter() - start
-    print(f"tokenizer: {len(tok)} entries from {len(pairs)} pairs in {seconds:.1f}s -> {args.out}")
-    sample = pairs[0]["src"]
-    print(f"example: {sample!r} -> {tok.tokenize(sample)}")
+    learnt = json.loads((cache / SAMPLE).read_text(encoding="utf-8"))["sample_pairs"]
+    sample = "" if learnt == len(pairs) else f" (a sample of the {len(pairs)})"
+    print(
+        f"tokenizer: {len(tok)} entries from {learnt} pairs{sample} in {seconds:.1f}s -> {args.out}"
+    )
+    example = pairs[0]["src"]
+    print(f"example: {example!r} -> {tok.tokenize(example)}")
     print(f"reuse it with: --set data.tokenizer={args.out}")

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from t2.data.buckets import cells, padding_optimal_cuts, shapes
-from t2.data.config import SAVED_BEFORE
+from t2.data.buckets import cells, layout_shapes, padding_optimal_cuts
+from t2.data.config import BEFORE_BUCKETS
 from t2.errors import DataError
 
 MOST_BOUNDARIES = 32  # per side; the shape limit usually binds well before
@@ -70,12 +70,12 @@ class BatchSampler:
         """max_shapes (0: off), rows_multiple and length_multiple: the bucketed layout;
         cost(rows, src_len, tgt_len): a batch's memory, to run the largest first (default:
         padded tokens, then the longest side)."""
-        self.src, self.tgt = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
+        # one NumPy array a side (a `datasets` column would be walked row by row), in the
+        # smallest type that holds the lengths: a corpus's memory is its pairs' count
+        self.src, self.tgt = _compact(src_lengths), _compact(tgt_lengths)
         self.max_shapes, self.rows_multiple = max_shapes, rows_multiple
         self.length_multiple = length_multiple
         self.cost = cost or (lambda rows, s, t: rows * (s + t) + max(s, t) / 1e6)
-        self.sizes = np.maximum(np.asarray(src_lengths), np.asarray(tgt_lengths)).astype(np.int64)
-        self.min_sizes = np.minimum(np.asarray(src_lengths), np.asarray(tgt_lengths))
         self.max_tokens, self.batch_size = max_tokens, batch_size
         self.seed, self.shuffle = seed, shuffle
         self.rank, self.world_size = rank, world_size
@@ -87,14 +87,15 @@ class BatchSampler:
                 f"rank {rank}, world size {world_size} and {step_batches} batches "
                 f"per step do not fit together"
             )
-        if len(self.sizes) == 0:
+        if len(self.src) == 0:
             raise DataError("no pairs to batch; check the data source and filters")
         if max_tokens <= 0 and batch_size <= 0:
             raise DataError("set data.max_tokens (tokens per batch) or data.batch_size (sentences)")
-        if max_tokens > 0 and self.sizes.max() > max_tokens:
-            i = int(self.sizes.argmax())
+        sizes = self.sizes
+        if max_tokens > 0 and sizes.max() > max_tokens:
+            i = int(sizes.argmax())
             raise DataError(
-                f"pair {i} has {self.sizes[i]} tokens, more than data.max_tokens={max_tokens}; "
+                f"pair {i} has {sizes[i]} tokens, more than data.max_tokens={max_tokens}; "
                 f"raise data.max_tokens or lower data.max_tokens_per_sentence"
             )
         self.cuts = self._choose_cuts() if max_tokens > 0 and max_shapes > 0 else None
@@ -104,6 +105,16 @@ class BatchSampler:
                 f"(processes x train.accumulate); lower data.max_tokens or data.batch_size"
             )
 
+    @property
+    def sizes(self) -> np.ndarray:
+        """Each pair's longer side."""
+        return np.maximum(self.src, self.tgt)
+
+    @property
+    def min_sizes(self) -> np.ndarray:
+        """Each pair's shorter side."""
+        return np.minimum(self.src, self.tgt)
+
     def _choose_cuts(self) -> tuple[np.ndarray, np.ndarray]:
         """Each side's boundaries: as many as keep the epoch within max_shapes (fewer
         boundaries pad more; the count of shapes does not depend on the shuffle)."""
@@ -111,16 +122,10 @@ class BatchSampler:
         src = padding_optimal_cuts(self.src, MOST_BOUNDARIES, m)
         tgt = padding_optimal_cuts(self.tgt, MOST_BOUNDARIES, m)
         for k in range(min(len(src), len(tgt)), 0, -1):
-            layout = cells(
-                self.src,
-                self.tgt,
-                src[k - 1],
-                tgt[k - 1],
-                self.max_tokens,
-                self.rows_multiple,
-                None,
+            found = layout_shapes(
+                self.src, self.tgt, src[k - 1], tgt[k - 1], self.max_tokens, self.rows_multiple
             )
-            if len(shapes(layout)) <= self.max_shapes or k == 1:
+            if len(found) <= self.max_shapes or k == 1:
                 return src[k - 1], tgt[k - 1]
         raise AssertionError("unreachable")
 
@@ -138,7 +143,7 @@ class BatchSampler:
     def _all_batches(self, epoch: int) -> tuple[list[np.ndarray], list]:
         """Every batch of an epoch and its padded lengths, before the cut and sharding."""
         rng = np.random.default_rng([self.seed, epoch])
-        n = len(self.sizes)
+        n = len(self.src)
         if self.max_tokens <= 0:
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             cut = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
@@ -155,8 +160,9 @@ class BatchSampler:
                 batches, lengths = [batches[i] for i in order], [lengths[i] for i in order]
             return batches, lengths
         tie = rng.permutation(n) if self.shuffle else np.arange(n)
-        order = np.lexsort((tie, self.min_sizes, self.sizes))  # by longest side, then shorter
-        bounds = _greedy_bounds(self.sizes[order].tolist(), self.max_tokens)
+        sizes = self.sizes
+        order = np.lexsort((tie, self.min_sizes, sizes))  # by longest side, then shorter
+        bounds = _greedy_bounds(sizes[order].tolist(), self.max_tokens)
         batches = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]
@@ -203,7 +209,8 @@ class BatchSampler:
 
     def plan(self) -> dict[str, Any]:
         """What fixes the global list of batches; a resume must find the same."""
-        digest = hashlib.sha256(self.sizes.tobytes() + self.min_sizes.astype(np.int64).tobytes())
+        sizes = self.sizes.astype(np.int64).tobytes() + self.min_sizes.astype(np.int64).tobytes()
+        digest = hashlib.sha256(sizes)
         return {
             "train.seed": self.seed,
             "data.max_tokens": self.max_tokens,
@@ -211,7 +218,7 @@ class BatchSampler:
             "data.max_shapes": self.max_shapes,
             "data.pad_multiple": self.rows_multiple,
             "data.length_multiple": self.length_multiple,
-            "pairs": len(self.sizes),
+            "pairs": len(self.src),
             "lengths": digest.hexdigest()[:16],
         }
 
@@ -236,7 +243,15 @@ class BatchSampler:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
-PLAN_BEFORE_BUCKETS = SAVED_BEFORE  # what a run saved before the buckets batched with
+PLAN_BEFORE_BUCKETS = BEFORE_BUCKETS  # what a run saved before the buckets batched with
+
+
+def _compact(lengths: Sequence[int]) -> np.ndarray:
+    """Lengths as one array of the smallest unsigned type of 16 bits or more that holds them
+    (16 for any sentence a model trains on)."""
+    values = np.asarray(lengths)
+    top = int(values.max()) if len(values) else 0
+    return values.astype(np.min_scalar_type(max(top, 2**16 - 1)), copy=False)
 
 
 def _greedy_bounds(sizes: list[int], max_tokens: int) -> list[int]:

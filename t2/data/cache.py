@@ -1,7 +1,8 @@
-"""The data cache's format: folders of cleaned pairs written whole with a SHA-256 of each
-file (sha256.json), and the tokenized files that `datasets.map` caches beside them, each
-with its SHA-256 in a `.sha256` file. A cache that fails its checksum or fails to load is
-set aside (renamed `.damaged-*`, never deleted) and rebuilt from the source, in one line."""
+"""The data cache's format: folders written whole with a SHA-256 of each file
+(sha256.json), holding Arrow IPC streams that `datasets` memory-maps (cleaned pairs, token
+ids) or a tokenizer. Streams are written and read a record batch at a time, so no stage
+holds a whole corpus in memory. A folder that fails its checksum or fails to load is set
+aside (renamed `.damaged-*`, never deleted) and rebuilt from the source, in one line."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import datasets
+import pyarrow as pa
+
 from t2.atomic import sha256, writing
+from t2.data.stages import Heartbeat
 from t2.errors import T2Error
 
 SUMS = "sha256.json"
@@ -54,12 +59,14 @@ def folder_damage(folder: Path) -> str | None:
     return None
 
 
-def load_folder(folder: Path, load: Callable[[Path], T]) -> T | None:
+def load_folder(folder: Path, load: Callable[[Path], T], stage: str) -> T | None:
     """What `load` reads from a cache folder; None when there is none, or when it is damaged
-    (then it is set aside, with one line, for the caller to rebuild)."""
+    (then it is set aside, with one line, for the caller to rebuild). Checking it is timed
+    as `stage` (its checksums read every byte)."""
     if not folder.is_dir():
         return None
-    problem = folder_damage(folder)
+    with Heartbeat(stage):
+        problem = folder_damage(folder)
     if problem is None:
         try:
             return load(folder)
@@ -84,22 +91,31 @@ def set_aside(paths: list[Path], problem: str) -> None:
         )
 
 
-def file_damage(files: list[Path]) -> str | None:
-    """Why cached files cannot be trusted (one differs from its `.sha256`), or None. A file
-    without one gets it now: the first read after `datasets.map` wrote it."""
-    for path in files:
-        sidecar = path.with_name(path.name + ".sha256")
-        if not sidecar.is_file():
-            with writing(sidecar, path.parent):
-                sidecar.write_text(sha256(path), encoding="utf-8")
-        elif sidecar.read_text(encoding="utf-8").strip() != sha256(path):
-            return f"{path.name} does not match its checksum"
-    return None
+def write_stream(path: Path, batches: Iterable[pa.RecordBatch]) -> int:
+    """An Arrow IPC stream of `batches` (the schema of the first; at least one); its rows."""
+    rows, writer = 0, None
+    try:
+        for batch in batches:
+            if writer is None:
+                writer = pa.ipc.new_stream(os.fspath(path), batch.schema)
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
 
 
-def cached_files(folder: Path, fingerprint: str) -> list[Path]:
-    """The files `datasets.map` caches under `new_fingerprint=fingerprint` (one per worker)."""
-    return sorted(folder.glob(f"cache-{fingerprint}*.arrow"))
+def read_stream(path: Path) -> Iterator[pa.RecordBatch]:
+    """The record batches of an Arrow IPC stream, each read into memory and let go (a memory
+    map would keep every page read so far in the process's resident memory)."""
+    with pa.OSFile(os.fspath(path)) as f:
+        yield from pa.ipc.open_stream(f)
+
+
+def open_stream(path: Path) -> datasets.Dataset:
+    """An Arrow IPC stream as a dataset, memory-mapped: pages are read when used."""
+    return datasets.Dataset.from_file(os.fspath(path))
 
 
 def _first_line(err: BaseException) -> str:

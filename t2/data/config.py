@@ -22,8 +22,13 @@ def same_split(valid: str, test: str) -> bool:
 
 
 # what a run's config.yaml written before a key existed ran with, where the key's default
-# now means something else: runs saved before length buckets batched greedily
-SAVED_BEFORE = {"data.max_shapes": 0, "data.pad_multiple": 1, "data.length_multiple": 1}
+# now means something else: runs saved before length buckets batched greedily, and before
+# tokenizer samples learnt their BPE from every pair
+BEFORE_BUCKETS = {"data.max_shapes": 0, "data.pad_multiple": 1, "data.length_multiple": 1}
+SAVED_BEFORE = {**BEFORE_BUCKETS, "data.tokenizer_sample": 0}
+# keys a resumed run may change: how the data are prepared, not what they are (a resumed
+# run reuses its own tokenizer, whatever sample it was learnt from)
+RESUMABLE_DATA = ("num_proc", "tokenizer_sample")
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,10 @@ class DataConfig(Section):
     tokenizer: str = ""  # a trained tokenizer folder to reuse; empty: train one for the run
     vocab_size: int = 37000  # BPE vocabulary to train (model.vocab_size follows the tokenizer)
     min_frequency: int = 2
+    # pairs the BPE learns from, drawn with a seed of its own (not train.seed: every seed and
+    # arm on the same data shares one vocabulary), like SentencePiece's input_sentence_size
+    # and Marian's 2M lines; 0: every pair
+    tokenizer_sample: int = 1_000_000
     split_digits: bool = False
     max_tokens_per_sentence: int = 64
     max_length_ratio: float = 3.0  # drop pairs whose token lengths differ more than this
@@ -57,7 +66,7 @@ class DataConfig(Section):
     # bucket lengths a multiple of this; 8 pads ~20% of a corpus of short sentences (the
     # shared mixed corpus: 14 tokens on average), the data-chosen boundaries ~7%
     length_multiple: int = 1
-    num_proc: int = 1  # processes for datasets.map
+    num_proc: int | str = "auto"  # threads that tokenize (t2.data.encode); auto: every core
     task_train_size: int = 20000  # pairs generated for a task:NAME train split
     task_eval_size: int = 500  # pairs generated for task:NAME valid and test splits
     max_train_pairs: int = 0  # keep only the first N training pairs (0: all)
@@ -83,12 +92,12 @@ class DataConfig(Section):
                     f"data.{split}={getattr(self, split)!r} is not a data source; "
                     f"valid forms: hf:NAME/CONFIG, files:PREFIX, task:NAME"
                 )
-        self._at_least(
-            1, "max_tokens_per_sentence", "num_proc", "task_train_size", "task_eval_size"
-        )
+        self._at_least(1, "max_tokens_per_sentence", "task_train_size", "task_eval_size")
         self._at_least(
             0, "min_frequency", "max_length_ratio", "batch_size", "max_train_pairs", "max_shapes"
         )
+        self._at_least(0, "tokenizer_sample")
+        count_or_auto(self, "num_proc", 1)
         self._at_least(1, "pad_multiple", "length_multiple")
         count_or_auto(self, "max_tokens", 0)
         if self.max_tokens == 0 and self.batch_size == 0:

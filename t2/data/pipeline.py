@@ -1,32 +1,35 @@
 """From a recipe's data section to cleaned pairs and token ids, cached between runs.
 
 Cleaned pairs are saved under the cache folder, keyed by the source (file sizes and times
-included) and the cleaning options; tokenized data is `datasets.map`'s own cache beside it,
-keyed by the tokenizer, so a second run reads both back instead of recomputing them. Both
-carry checksums, and a damaged cache is set aside and rebuilt (t2.data.cache).
+included) and the cleaning options; token ids beside them, keyed by the pairs, the
+tokenizer and data.src_bos (t2.data.encode). Both are Arrow streams written a chunk at a
+time and memory-mapped when read, so memory follows the chunk, not the corpus; both carry
+checksums, and a damaged cache is set aside and rebuilt (t2.data.cache).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
-from transformers import PreTrainedTokenizerFast
+import pyarrow as pa
+from datasets.table import InMemoryTable
 
-from t2.data.cache import cached_files, file_damage, load_folder, save_folder, set_aside
-from t2.data.clean import Report, clean_pairs, length_mask, map_procs
+from t2.data.cache import load_folder, open_stream, read_stream, save_folder, write_stream
+from t2.data.clean import Repeats, Report, is_empty, normalise_array
 from t2.data.config import DataConfig
-from t2.data.sources import SPLITS, parse_spec, read_source
+from t2.data.sources import SPLITS, Source, open_source
+from t2.data.stages import stage
 from t2.errors import ConfigError, DataError
-from t2.progress import Progress, datasets_bars, on_terminal
 
-CACHE_VERSION = 2  # bump when cleaning or encoding changes, to invalidate old caches
+CACHE_VERSION = 3  # bump when cleaning or encoding changes, to invalidate old caches
+CHUNK = 1 << 16  # pairs cleaned and encoded at a time
+PAIRS, REPORT = "pairs.arrow", "report.json"
 
 
 def cache_root(cfg: DataConfig) -> Path:
@@ -34,175 +37,127 @@ def cache_root(cfg: DataConfig) -> Path:
     return Path(cfg.cache_dir or Path(datasets.config.HF_DATASETS_CACHE) / "t2")
 
 
-def _digest(*parts: Any) -> str:
+def digest(*parts: Any) -> str:
+    """A short key of JSON-able parts, for a cache folder's name."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _source_key(cfg: DataConfig, split: str, seed: int) -> str:
-    """What the cleaned pairs depend on: source, file stats or task seed, and cleaning options."""
-    spec = getattr(cfg, split)
-    scheme, rest = parse_spec(spec, f"data.{split}")
-    extra: list[Any] = []
-    if scheme == "task":
-        extra = [seed, cfg.task_train_size if split == "train" else cfg.task_eval_size]
-    elif scheme == "files":
-        for lang in (cfg.src_lang, cfg.tgt_lang):
-            path = Path(f"{rest}.{lang}")
-            stat = path.stat() if path.is_file() else None
-            extra.append([os.path.abspath(path), stat and stat.st_size, stat and stat.st_mtime_ns])
-    elif scheme == "hf":
-        return ""  # hub and local datasets: the loaded dataset's fingerprint is the key
+def pairs_key(cfg: DataConfig, split: str, source: Source) -> str:
+    """What the cleaned pairs depend on: the source and the cleaning options."""
     limit = cfg.max_train_pairs if split == "train" else 0
-    return _digest(CACHE_VERSION, spec, split, cfg.src_lang, cfg.tgt_lang, cfg.dedup, limit, extra)
+    langs = cfg.src_lang, cfg.tgt_lang
+    return digest(CACHE_VERSION, source.identity, split, *langs, cfg.dedup, limit)
 
 
 def load_pairs(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
-    """Cleaned pairs of a split (columns src, tgt); prints what each rule dropped."""
+    """Cleaned pairs of a split (columns src, tgt), memory-mapped; prints what each rule
+    dropped."""
     if split not in SPLITS:
         raise ConfigError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
-    key = _source_key(cfg, split, seed)
-    raw = None
-    if not key:  # hf: load (cached by datasets) to learn its fingerprint
-        raw = read_source(cfg, split, seed)
-        limit = cfg.max_train_pairs if split == "train" else 0
-        key = _digest(
-            CACHE_VERSION, raw._fingerprint, split, cfg.src_lang, cfg.tgt_lang, cfg.dedup, limit
-        )
-    folder = cache_root(cfg) / "pairs" / key
-    cached = load_folder(folder, _read_cached)
+    source = open_source(cfg, split, seed)
+    folder = cache_root(cfg) / "pairs" / pairs_key(cfg, split, source)
+    cached = load_folder(folder, _read_cached, f"data {split}: check the cache")
     if cached is not None:
         report, ds = cached
         print(f"{report.line()} (cached in {folder})", flush=True)
         return ds
-    raw = raw if raw is not None else read_source(cfg, split, seed)
-    report = Report(split, len(raw))
-    ds = clean_pairs(raw, report, cfg.dedup, cfg.num_proc)
-    if split == "train" and 0 < cfg.max_train_pairs < len(ds):
-        report.dropped[f"beyond max_train_pairs={cfg.max_train_pairs}"] = (
-            len(ds) - cfg.max_train_pairs
-        )
-        ds = ds.select(range(cfg.max_train_pairs))
+    report = Report(split, 0)
+    save_folder(folder, lambda tmp: _clean_into(tmp, source, cfg, split, report))
     print(report.line(), flush=True)
-    if report.kept == 0:
-        raise DataError(
-            f"data.{split}={getattr(cfg, split)} has no pairs left after cleaning; check the source"
-        )
-    flat = ds.flatten_indices().select_columns(["src", "tgt"])
-
-    def fill(tmp: Path) -> None:
-        flat.save_to_disk(os.fspath(tmp / "pairs"))
-        (tmp / "report.json").write_text(json.dumps(report.__dict__))
-
-    save_folder(folder, fill)
-    return datasets.load_from_disk(os.fspath(folder / "pairs"))
+    return open_stream(folder / PAIRS)
 
 
 def _read_cached(folder: Path) -> tuple[Report, datasets.Dataset]:
-    report = Report(**json.loads((folder / "report.json").read_text()))
-    return report, datasets.load_from_disk(os.fspath(folder / "pairs"))
+    report = Report(**json.loads((folder / REPORT).read_text()))
+    return report, open_stream(folder / PAIRS)
 
 
-def _checked_map(ds: datasets.Dataset, encode: Any, fingerprint: str) -> datasets.Dataset:
-    """`encode()` (ds.map), whose cached files are checked: cached files that fail to load
-    or to match their checksums are set aside and encoded again."""
-    if not ds.cache_files:  # in memory: datasets caches nothing
-        return encode()
-    folder = Path(ds.cache_files[0]["filename"]).parent
-    try:
-        encoded = encode()
-        problem = file_damage([Path(f["filename"]) for f in encoded.cache_files])
-    except Exception as err:
-        if not cached_files(folder, fingerprint):  # not the cache's fault
-            raise
-        problem = f"it does not load: {(str(err).strip().splitlines() or [''])[0][:200]}"
-    if problem is None:
-        return encoded
-    set_aside(cached_files(folder, fingerprint), problem)
-    encoded = encode(load_from_cache_file=False)
-    file_damage([Path(f["filename"]) for f in encoded.cache_files])  # records the checksums
-    return encoded
-
-
-def tokenizer_digest(tokenizer: PreTrainedTokenizerFast) -> str:
-    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:20]
-
-
-def _encode_batch(
-    batch: dict[str, list[str]],
-    tokenizer: PreTrainedTokenizerFast,
-    src_bos: bool,
-    progress: Progress | None = None,
-) -> dict[str, list]:
-    """src_ids = [bos?] tokens [eos]; tgt_ids = [bos] tokens [eos]; lengths beside them."""
-    if progress is not None:  # in this process only (num_proc 1): a log file's lines
-        progress.update(len(batch["src"]))
-    src = encode_source(tokenizer, batch["src"], src_bos)
-    backend = tokenizer.backend_tokenizer
-    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
-    tgt = [
-        [bos, *e.ids, eos]
-        for e in backend.encode_batch_fast(batch["tgt"], add_special_tokens=False)
-    ]
-    return {
-        "src_ids": src,
-        "tgt_ids": tgt,
-        "src_len": [len(s) for s in src],
-        "tgt_len": [len(t) for t in tgt],
-    }
-
-
-def encode_source(
-    tokenizer: PreTrainedTokenizerFast, texts: list[str], src_bos: bool
-) -> list[list[int]]:
-    """Source ids as the model sees them in training: [bos if src_bos] tokens [eos]."""
-    head = [tokenizer.bos_token_id] if src_bos else []
-    eos = tokenizer.eos_token_id
-    encoded = tokenizer.backend_tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-    return [[*head, *e.ids, eos] for e in encoded]
-
-
-def encode_pairs(
-    ds: datasets.Dataset, tokenizer: PreTrainedTokenizerFast, cfg: DataConfig, split: str
-) -> datasets.Dataset:
-    """Add src_ids, tgt_ids (and src_len, tgt_len); drop over-long train pairs, reporting them."""
-    fingerprint = _digest(CACHE_VERSION, ds._fingerprint, tokenizer_digest(tokenizer), cfg.src_bos)
-    procs, total = map_procs(ds, cfg.num_proc), len(ds)
-    # datasets draws the terminal's bar; in a log file, plain lines from t2.progress instead
-    progress = Progress(total, f"encode {split}", "pairs", bar=False)
-    kwargs = {
-        "tokenizer": tokenizer,
-        "src_bos": cfg.src_bos,
-        "progress": progress if procs is None else None,
-    }
-    with progress, datasets_bars(on_terminal()):
-        encode = functools.partial(
-            ds.map,
-            _encode_batch,
-            batched=True,
-            batch_size=2000,
-            num_proc=procs,
-            fn_kwargs=kwargs,
-            new_fingerprint=fingerprint,
-            desc=f"encode {split}",
-        )
-        ds = _checked_map(ds, encode, fingerprint)
-        progress.update(total - progress.n)  # read from the cache, or counted by workers
-    if split != "train":  # valid and test are scored against references: keep every pair
-        return ds
-    lengths = ds.with_format("numpy", columns=["src_len", "tgt_len"])[:]
-    specials = 1 + int(cfg.src_bos), 2  # counted on the text's own tokens
-    report = Report(f"{split} tokens", len(ds))
-    keep = length_mask(
-        lengths["src_len"] - specials[0],
-        lengths["tgt_len"] - specials[1],
-        cfg.max_tokens_per_sentence,
-        cfg.max_length_ratio,
-        report,
-    )
-    print(report.line(), flush=True)
-    if not keep.any():
+def _clean_into(tmp: Path, source: Source, cfg: DataConfig, split: str, report: Report) -> None:
+    """Read, normalise and filter the pairs into tmp/PAIRS, counting each rule in report."""
+    limit = cfg.max_train_pairs if split == "train" else 0
+    report.read = source.count()
+    report.dropped["empty"] = 0
+    repeats = Repeats() if cfg.dedup else None
+    first = tmp / ("all.arrow" if cfg.dedup else PAIRS)
+    with stage(f"data {split}: read and clean", report.read) as progress:
+        kept = write_stream(first, _cleaned(source, report, repeats, limit, progress))
+    if repeats is not None:
+        repeat = repeats.repeats()
+        report.dropped["duplicate"] = int(repeat.sum())
+        kept = write_stream(tmp / PAIRS, _without(read_stream(first), ~repeat, limit))
+        first.unlink()
+    if limit and report.read - sum(report.dropped.values()) > limit:
+        report.dropped[f"beyond max_train_pairs={limit}"] = report.kept - kept
+    if kept == 0:
+        print(report.line(), flush=True)
         raise DataError(
-            f"every train pair is longer than data.max_tokens_per_sentence="
-            f"{cfg.max_tokens_per_sentence} or beyond data.max_length_ratio; raise them"
+            f"data.{split}={getattr(cfg, split)} has no pairs left after cleaning; check the source"
         )
-    return ds if keep.all() else ds.select(np.flatnonzero(keep))
+    (tmp / REPORT).write_text(json.dumps(report.__dict__))
+
+
+def _cleaned(
+    source: Source, report: Report, repeats: Repeats | None, limit: int, progress: Any
+) -> Iterator[pa.RecordBatch]:
+    """Normalised pairs without an empty side, chunk by chunk (the first `limit` when no
+    repeats are to go first: the rest are counted, not kept); at least one batch."""
+    written = 0
+    schema = pa.schema([("src", pa.string()), ("tgt", pa.string())])
+    yield pa.RecordBatch.from_arrays([pa.array([], pa.string())] * 2, schema=schema)
+    for src, tgt in source.read(CHUNK):
+        progress.update(len(src))
+        src, tgt = normalise_array(src), normalise_array(tgt)
+        keep = ~(is_empty(src) | is_empty(tgt))
+        report.dropped["empty"] += int(len(keep) - keep.sum())
+        batch = pa.RecordBatch.from_arrays([src, tgt], schema=schema).filter(pa.array(keep))
+        if repeats is not None:
+            repeats.add(batch["src"].to_pylist(), batch["tgt"].to_pylist())
+        elif limit:
+            batch = batch.slice(0, max(limit - written, 0))
+        written += batch.num_rows
+        yield batch
+
+
+def _without(
+    batches: Iterator[pa.RecordBatch], keep: np.ndarray, limit: int
+) -> Iterator[pa.RecordBatch]:
+    """The rows of `batches` where `keep` holds, the first `limit` of them (0: all)."""
+    start = written = 0
+    for batch in batches:
+        mask = keep[start : start + batch.num_rows]
+        start += batch.num_rows
+        kept = batch.filter(pa.array(mask))
+        if limit:
+            kept = kept.slice(0, max(limit - written, 0))
+        written += kept.num_rows
+        yield kept
+
+
+def take_rows(ds: datasets.Dataset, rows: np.ndarray) -> datasets.Dataset:
+    """ds.select(rows), built from the array at once: select() makes a Python list of every
+    index first, seconds and hundreds of MB at WMT's size. The mapping is 32 bits while
+    the table's rows fit."""
+    if ds._indices is not None:  # a selection of a selection: rows of the table beneath
+        rows = ds._indices.column(0).to_numpy()[rows]
+    kind = pa.uint32() if len(ds.data) < 2**32 else pa.uint64()
+    indices = InMemoryTable(pa.table({"indices": pa.array(rows, kind)}))
+    fingerprint = digest(ds._fingerprint, hashlib.sha256(rows.tobytes()).hexdigest())
+    return datasets.Dataset(ds.data, ds.info, ds.split, indices, fingerprint)
+
+
+def column(ds: datasets.Dataset, name: str) -> np.ndarray:
+    """A column as one NumPy array, through the dataset's indices mapping (a select), read
+    from Arrow at once: indexing a `datasets` column walks its rows one by one in Python."""
+    values = ds.data.column(name).to_numpy()
+    indices = ds._indices  # the mapping that select() and filters leave; None without one
+    return values if indices is None else values[indices.column(0).to_numpy()]
+
+
+def pair_batches(ds: datasets.Dataset) -> Iterator[pa.RecordBatch]:
+    """The pairs' src and tgt a chunk at a time: read from their cache file when they have
+    one (memory-mapping it would keep every page read in this process's resident memory)."""
+    files = ds.cache_files
+    if len(files) == 1 and ds._indices is None and set(ds.column_names) == {"src", "tgt"}:
+        return read_stream(Path(files[0]["filename"]))
+    tables = ds.select_columns(["src", "tgt"]).with_format("arrow").iter(CHUNK)
+    return (batch for table in tables for batch in table.to_batches())

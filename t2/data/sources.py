@@ -1,17 +1,23 @@
 """Where pairs come from: `hf:NAME/CONFIG`, `files:PREFIX` or `task:NAME` (see docs/data.md).
 
-Every reader returns a `datasets.Dataset` with the columns "src" and "tgt", raw text in
-the direction data.src_lang -> data.tgt_lang. Bad input stops with a one-line DataError.
+Every source gives its pairs a chunk at a time as Arrow string arrays, raw text in the
+direction data.src_lang -> data.tgt_lang, never all in memory at once (files are streamed,
+Hugging Face datasets are memory-mapped). Bad input stops with a one-line DataError.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
 
 from t2.data.config import DataConfig
+from t2.data.lines import count_lines, paired_lines
 from t2.data.tasks import TASKS, generate
 from t2.errors import ConfigError, DataError
 
@@ -33,49 +39,79 @@ def parse_spec(spec: str, where: str) -> tuple[str, str]:
     return scheme, rest
 
 
-def read_source(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
-    """The raw pairs of `split` (columns src, tgt) from the source the recipe names."""
+@dataclass(frozen=True)
+class Source:
+    """A split's raw pairs: what they are (the cache key's part, known without reading
+    them), how many, and how to read them a chunk at a time as Arrow string arrays."""
+
+    identity: tuple
+    count: Callable[[], int]
+    read: Callable[[int], Iterator[tuple[pa.Array, pa.Array]]]  # rows per chunk -> chunks
+
+    def table(self) -> pa.Table:
+        """Every pair at once (columns src, tgt): for small splits and tests."""
+        chunks = list(self.read(1 << 16))
+        return pa.table(
+            {
+                name: pa.concat_arrays([chunk[side] for chunk in chunks])
+                for side, name in enumerate(("src", "tgt"))
+            }
+        )
+
+
+def open_source(cfg: DataConfig, split: str, seed: int) -> Source:
+    """The raw pairs of `split` from the source the recipe names."""
     if split not in SPLITS:
         raise ConfigError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
     scheme, rest = parse_spec(getattr(cfg, split), f"data.{split}")
     if scheme == "task":
         size = cfg.task_train_size if split == "train" else cfg.task_eval_size
-        src, tgt = generate(rest, split, size, seed)
-        return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
+        return Source(
+            ("task", seed, size),
+            lambda: size,
+            functools.partial(_generated, rest, split, size, seed),
+        )
     if scheme == "files":
-        src = read_source_lines(Path(f"{rest}.{cfg.src_lang}"))
-        tgt = read_source_lines(Path(f"{rest}.{cfg.tgt_lang}"))
-        if len(src) != len(tgt):
-            raise DataError(
-                f"{rest}.{cfg.src_lang} has {len(src)} lines but {rest}.{cfg.tgt_lang} has "
-                f"{len(tgt)}; the files must be line-aligned (line i translates line i)"
-            )
-        return datasets.Dataset.from_dict({"src": src, "tgt": tgt})
-    return read_hf(rest, split, cfg.src_lang, cfg.tgt_lang)
+        src, tgt = Path(f"{rest}.{cfg.src_lang}"), Path(f"{rest}.{cfg.tgt_lang}")
+        stats = [_stat(path) for path in (src, tgt)]
+        return Source(
+            ("files", stats),
+            functools.partial(_aligned_count, src, tgt),
+            functools.partial(paired_lines, src, tgt),
+        )
+    ds = read_hf(rest, split, cfg.src_lang, cfg.tgt_lang)
+    return Source(("hf", ds._fingerprint), lambda: len(ds), functools.partial(_slices, ds))
 
 
-def read_source_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file, strictly decoded; splits on "\\n" only (not U+2028 etc.)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found; check the files:PREFIX source") from None
-    except OSError as err:
-        raise DataError(f"{path}: cannot be read ({err.strerror}); check the path") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw.count(b"\n", 0, err.start) + 1
+def _stat(path: Path) -> list:
+    """A file's path, size and time: a changed file is another source."""
+    stat = path.stat() if path.is_file() else None
+    return [os.path.abspath(path), stat and stat.st_size, stat and stat.st_mtime_ns]
+
+
+def _aligned_count(src: Path, tgt: Path) -> int:
+    """The pairs of two line-aligned files, or a DataError naming both counts."""
+    counts = count_lines(src), count_lines(tgt)
+    if counts[0] != counts[1]:
         raise DataError(
-            f"{path}:{line}: not valid UTF-8 (byte 0x{raw[err.start]:02x}); convert the file "
-            f"to UTF-8, e.g. iconv -f latin1 -t utf-8"
-        ) from None
-    if not text.strip():
-        raise DataError(f"{path}: file is empty; point the source at a file with sentences")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+            f"{src} has {counts[0]} lines but {tgt} has {counts[1]}; the files must be "
+            f"line-aligned (line i translates line i)"
+        )
+    return counts[0]
+
+
+def _generated(
+    name: str, split: str, size: int, seed: int, rows: int
+) -> Iterator[tuple[pa.Array, pa.Array]]:
+    src, tgt = generate(name, split, size, seed)
+    for i in range(0, size, rows):
+        yield pa.array(src[i : i + rows], pa.string()), pa.array(tgt[i : i + rows], pa.string())
+
+
+def _slices(ds: datasets.Dataset, rows: int) -> Iterator[tuple[pa.Array, pa.Array]]:
+    """A dataset's src and tgt (through its indices mapping), `rows` at a time."""
+    for batch in ds.with_format("arrow").iter(batch_size=rows):
+        yield batch["src"].combine_chunks(), batch["tgt"].combine_chunks()
 
 
 def read_hf(target: str, split: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:

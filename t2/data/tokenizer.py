@@ -1,29 +1,39 @@
 """A joint source-target BPE (Sennrich et al. 2016) with Hugging Face `tokenizers`.
 
 Byte-level pre-tokenization (GPT-2, Radford et al. 2019) makes decoding give back the exact
-text; the folder loads with `transformers.PreTrainedTokenizerFast.from_pretrained`.
+text; the folder loads with `transformers.PreTrainedTokenizerFast.from_pretrained`. A run's
+BPE is learnt once per training data and vocabulary settings, from a seeded sample of the
+pairs (data.tokenizer_sample, as SentencePiece's input_sentence_size), and kept in the data
+cache for every later run, seed and sweep arm on the same data.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import datasets
+import numpy as np
+import pyarrow as pa
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from t2.atomic import atomic_folder
+from t2.data.cache import SUMS, load_folder, save_folder
 from t2.data.config import DataConfig
-from t2.data.pipeline import load_pairs
+from t2.data.pipeline import CACHE_VERSION, cache_root, digest, load_pairs, pair_batches
+from t2.data.stages import Heartbeat, note, stage
 from t2.errors import DataError
-from t2.progress import Progress, on_terminal
+from t2.progress import on_terminal
 from t2.specials import SPECIALS
 
 FULL_ALPHABET_FROM = 1000  # vocabularies this large hold all 256 bytes: no input is unknown
+SAMPLE_SEED = 2016  # the tokenizer sample's own seed (not train.seed); the year of BPE for NMT
+SAMPLE = "sample.json"  # what a cached tokenizer was learnt from
 TRAIN_COMMAND = "python tokenizer/train_tokenizer.py --recipe NAME --out DIR"
 
 
@@ -51,16 +61,14 @@ def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
     )
 
 
-def train_tokenizer(
+def learn_bpe(
     texts: Iterable[str],
     vocab_size: int,
     min_frequency: int,
     split_digits: bool,
-    out_dir: Path,
     total: int | None = None,
 ) -> PreTrainedTokenizerFast:
-    """Train a joint BPE on `texts` (`total` of them, if known: for the progress) and save it
-    to out_dir (replaced atomically)."""
+    """A joint BPE learnt from `texts` (`total` of them, if known: for the progress)."""
     if vocab_size <= len(SPECIALS):
         raise DataError(f"data.vocab_size={vocab_size} is too small; use at least 100")
     tok = build_tokenizer(split_digits)
@@ -73,10 +81,26 @@ def train_tokenizer(
         else [],
         show_progress=on_terminal(),  # tokenizers' own bars; a log file gets t2's lines
     )
-    tok.train_from_iterator(_nonempty(texts, total), trainer, length=total)
+    merges = Heartbeat("tokenizer: computing the merges", bar_drawn=True)
+    try:
+        tok.train_from_iterator(_nonempty(texts, total, merges), trainer, length=total)
+    finally:
+        merges.stop()
     if tok.get_vocab_size() <= len(SPECIALS):
         raise DataError("the tokenizer saw no text; check that the train split has pairs")
-    wrapped = wrap(tok)
+    return wrap(tok)
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    min_frequency: int,
+    split_digits: bool,
+    out_dir: Path,
+    total: int | None = None,
+) -> PreTrainedTokenizerFast:
+    """Train a joint BPE on `texts` (learn_bpe) and save it to out_dir (replaced atomically)."""
+    wrapped = learn_bpe(texts, vocab_size, min_frequency, split_digits, total)
     save_tokenizer(wrapped, out_dir)
     return wrapped
 
@@ -93,16 +117,17 @@ def tokenizer_from_json(text: str) -> PreTrainedTokenizerFast:
     return wrap(Tokenizer.from_str(text))
 
 
-def _nonempty(texts: Iterable[str], total: int | None) -> Iterator[str]:
+def _nonempty(texts: Iterable[str], total: int | None, merges: Heartbeat) -> Iterator[str]:
     """The non-empty texts, counted on a log file's progress lines (the trainer draws the
-    terminal's bar)."""
-    with Progress(total, "tokenizer: reading", "texts", bar=False) as progress:
+    terminal's bar); when they run out, the merges begin."""
+    with stage("tokenizer: reading", total, "texts", bar=False) as progress:
         for text in texts:
             if text:
                 yield text
             progress.update(1)
     if progress.lines:
         print("tokenizer: computing the merges", file=sys.stderr, flush=True)
+    merges.start()
 
 
 def load_tokenizer(folder: str | Path) -> PreTrainedTokenizerFast:
@@ -132,36 +157,87 @@ def prepare_tokenizer(
     cfg: DataConfig, folder: Path | None, seed: int, reuse: bool = True
 ) -> PreTrainedTokenizerFast:
     """data.tokenizer if set, else `folder` (a run's tokenizer/) if `reuse` (resume), else
-    train on the train split and save it to `folder`. A new run passes reuse=False: a
-    tokenizer left by a run that failed before its first checkpoint may come from other
-    data or another vocab_size."""
+    the BPE of the train split from the data cache (learnt there first if it is not yet:
+    cached_tokenizer), copied to `folder`. A new run passes reuse=False: a tokenizer left
+    by a run that failed before its first checkpoint may come from other data or another
+    vocab_size."""
     if cfg.tokenizer:
         print(f"tokenizer: loading {cfg.tokenizer} (data.tokenizer)", flush=True)
         tokenizer = load_tokenizer(cfg.tokenizer)
         if folder is not None and not (reuse and (Path(folder) / "tokenizer.json").is_file()):
             copy_folder(Path(cfg.tokenizer), Path(folder))  # the run keeps its own copy
+        note("tokenizer", {"folder": str(cfg.tokenizer)})
         return tokenizer
     if reuse and folder is not None and Path(folder).is_dir():
         print(f"tokenizer: reusing {folder}", flush=True)
-        return load_tokenizer(folder)
-    pairs = load_pairs(cfg, "train", seed)
-    texts = both_sides(pairs)
-    print(f"tokenizer: training a joint BPE of {cfg.vocab_size} on {len(pairs)} pairs", flush=True)
-    args = (cfg.vocab_size, cfg.min_frequency, cfg.split_digits)
+        tokenizer = load_tokenizer(folder)
+        _note_sample(Path(folder))
+        return tokenizer
+    cache, tokenizer = cached_tokenizer(cfg, load_pairs(cfg, "train", seed))
     if folder is not None:
-        return train_tokenizer(texts, *args, Path(folder), total=2 * len(pairs))
-    with tempfile.TemporaryDirectory() as tmp:
-        return train_tokenizer(texts, *args, Path(tmp) / "bpe", total=2 * len(pairs))
+        copy_folder(cache, Path(folder))
+    return tokenizer
+
+
+def cached_tokenizer(
+    cfg: DataConfig, pairs: datasets.Dataset
+) -> tuple[Path, PreTrainedTokenizerFast]:
+    """The BPE of these pairs and vocabulary settings, from the data cache; learnt from a
+    sample of data.tokenizer_sample pairs (SAMPLE_SEED) and saved there if not yet. Its
+    folder holds a plain tokenizer.json and what transformers' fast tokenizer reads."""
+    settings = cfg.vocab_size, cfg.min_frequency, cfg.split_digits, cfg.tokenizer_sample
+    key = digest(CACHE_VERSION, "bpe", pairs._fingerprint, *settings, SAMPLE_SEED)
+    folder = cache_root(cfg) / "tokenizers" / key
+    tokenizer = load_folder(folder, load_tokenizer, "tokenizer: check the cache")
+    if tokenizer is not None:
+        print(f"tokenizer: reusing the data cache's {folder}", flush=True)
+    else:
+        rows = sample_rows(len(pairs), cfg.tokenizer_sample)
+        count = len(pairs) if rows is None else len(rows)
+        of = "" if rows is None else f" (a sample of the {len(pairs)}, data.tokenizer_sample)"
+        print(f"tokenizer: training a joint BPE of {cfg.vocab_size} on {count} pairs{of}")
+
+        def fill(tmp: Path) -> None:
+            texts = sample_texts(pairs, rows)
+            learn_bpe(texts, *settings[:3], total=2 * count).save_pretrained(tmp)
+            facts = {"sample_pairs": count, "pairs": len(pairs), "sample_seed": SAMPLE_SEED}
+            (tmp / SAMPLE).write_text(json.dumps(facts), encoding="utf-8")
+
+        save_folder(folder, fill)
+        tokenizer = load_tokenizer(folder)
+    _note_sample(folder)
+    return folder, tokenizer
+
+
+def _note_sample(folder: Path) -> None:
+    """Record in the run what the tokenizer in `folder` was learnt from, if it says."""
+    with contextlib.suppress(OSError, ValueError):
+        note("tokenizer", json.loads((folder / SAMPLE).read_text(encoding="utf-8")))
+
+
+def sample_rows(pairs: int, sample: int) -> np.ndarray | None:
+    """Which pairs the BPE learns from, ascending (None: every pair): `sample` of them
+    drawn with SAMPLE_SEED, so that every run on the same data draws the same."""
+    if sample == 0 or sample >= pairs:
+        return None
+    rng = np.random.default_rng(SAMPLE_SEED)
+    return np.sort(rng.choice(pairs, size=sample, replace=False))
+
+
+def sample_texts(pairs: datasets.Dataset, rows: np.ndarray | None) -> Iterator[str]:
+    """Source and target texts of the pairs at `rows` (None: all), a batch at a time."""
+    start = 0
+    for batch in pair_batches(pairs):
+        taken = batch
+        if rows is not None:
+            lo, hi = np.searchsorted(rows, [start, start + batch.num_rows])
+            taken = batch.take(pa.array(rows[lo:hi] - start))
+        start += batch.num_rows
+        yield from taken["src"].to_pylist()
+        yield from taken["tgt"].to_pylist()
 
 
 def copy_folder(source: Path, target: Path) -> None:
-    """`source`'s files as `target`, whole or not at all (t2.atomic)."""
+    """`source`'s files (but a cache's checksums) as `target`, whole or not at all."""
     with atomic_folder(target) as tmp:
-        shutil.copytree(source, tmp, dirs_exist_ok=True)
-
-
-def both_sides(pairs: datasets.Dataset) -> Iterator[str]:
-    """Source and target texts of each batch of pairs, for training a joint vocabulary."""
-    for batch in pairs.select_columns(["src", "tgt"]).iter(batch_size=10000):
-        yield from batch["src"]
-        yield from batch["tgt"]
+        shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(SUMS))

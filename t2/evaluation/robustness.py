@@ -20,8 +20,8 @@ from rich.table import Table
 from transformers import PreTrainedTokenizerFast
 
 from t2.config import Config
+from t2.data.encode import encode_source
 from t2.data.loader import collate
-from t2.data.pipeline import encode_source
 from t2.evaluation.forced import teacher_forced
 from t2.evaluation.scoring import score_corpus
 from t2.model.transformer import Transformer

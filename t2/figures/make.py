@@ -10,7 +10,8 @@ from typing import Any
 from tokenizers import decoders
 
 from t2.config import Config
-from t2.data.pipeline import encode_source, load_pairs
+from t2.data.encode import encode_source
+from t2.data.pipeline import load_pairs
 from t2.errors import CheckpointError, DataError
 from t2.experiments.plots import plot_curves
 from t2.figures.capture import capture_attention

@@ -21,7 +21,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from t2.data.batching import batch_seed
-from t2.data.pipeline import encode_source
+from t2.data.encode import encode_source
 from t2.decoding.common import Hypothesis
 from t2.decoding.options import DecodeConfig
 from t2.decoding.search import search

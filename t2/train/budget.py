@@ -35,7 +35,8 @@ class TargetTokens:
 
     def __init__(self, sampler: BatchSampler, target_lengths: Sequence[int]) -> None:
         # a row of tgt_out is the target ids shifted by one: its length minus one are tokens
-        self.sampler, self.tokens = sampler, np.asarray(target_lengths, dtype=np.int64) - 1
+        # (subtracted where they are summed: no copy of a corpus-long array is kept)
+        self.sampler, self.lengths = sampler, np.asarray(target_lengths)
         self._prefix: dict[int, np.ndarray] = {}
         self.mark = (sampler.epoch, sampler.position)
 
@@ -43,10 +44,12 @@ class TargetTokens:
         """Tokens of the epoch's first `position` global batches (None: all of them)."""
         if epoch not in self._prefix:
             batches = self.sampler._global(epoch)  # the list every process builds
-            pairs = np.concatenate([[0], np.cumsum(self.tokens[np.concatenate(batches)])])
-            ends = np.cumsum([0] + [len(b) for b in batches])  # batch i: pairs ends[i]:ends[i+1]
+            sizes = np.array([len(b) for b in batches], dtype=np.int64)
+            starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            lengths = self.lengths[np.concatenate(batches)] if batches else self.lengths[:0]
+            per_batch = np.add.reduceat(lengths, starts, dtype=np.int64) if batches else sizes
             self._prefix = {e: p for e, p in self._prefix.items() if e >= epoch - 1}
-            self._prefix[epoch] = pairs[ends]
+            self._prefix[epoch] = np.concatenate([[0], np.cumsum(per_batch - sizes)])
         prefix = self._prefix[epoch]
         return int(prefix[-1 if position is None else position])
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from t2.config import Config
-from t2.data.pipeline import cache_root, encode_pairs, load_pairs
+from t2.data.encode import encode_pairs
+from t2.data.pipeline import cache_root, load_pairs
 from t2.data.tokenizer import prepare_tokenizer, save_tokenizer, tokenizer_from_json
 from t2.errors import CheckpointError
 from t2.rundir import RunDir

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from t2.config import Config
-from t2.data.pipeline import encode_pairs, load_pairs
+from t2.data.encode import encode_pairs
+from t2.data.pipeline import load_pairs
 from t2.model.summary import count_parameters
 from t2.rundir import RunDir, load_weights, resolve
 from t2.rundir.layout import write_lines

@@ -15,8 +15,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from t2.atomic import atomic_text
 from t2.config import Config
+from t2.data import stages
 from t2.data.batching import BatchSampler
+from t2.data.config import RESUMABLE_DATA
 from t2.data.loader import make_loader
+from t2.data.pipeline import column
 from t2.errors import ConfigError
 from t2.machine import describe
 from t2.model.summary import estimate_memory
@@ -72,6 +75,7 @@ def _differences(old: Config, new: Config) -> list[str]:
     """section.key for every setting that differs, except those a resumed run may change."""
     a, b = old.to_dict(), new.to_dict()
     skip = {f"train.{k}" for k in RESUMABLE} | {"model.vocab_size"}  # set from the tokenizer
+    skip |= {f"data.{k}" for k in RESUMABLE_DATA}
     keys = [f"{sec}.{k}" for sec in a for k in a[sec] if a[sec][k] != b[sec].get(k)]
     return [k for k in keys if k not in skip]
 
@@ -99,9 +103,8 @@ def _get(cfg: Config, key: str) -> object:
 
 
 def lengths(ds: Any, side: str) -> Any:
-    """Each pair's `side` ("src" or "tgt") length in ids, from the encoded column if any."""
-    name = f"{side}_len"
-    return ds[name] if name in ds.column_names else [len(x) for x in ds[f"{side}_ids"]]
+    """Each pair's `side` ("src" or "tgt") length in ids, a NumPy array from Arrow."""
+    return column(ds, f"{side}_len")
 
 
 def split_loader(ds: Any, cfg: Config, pad_id: int, shuffle: bool, rank: int, world: int):
@@ -223,6 +226,7 @@ def plan_run(cfg: Config, run: RunDir, resume: bool, processes: int) -> tuple[Co
 
 
 def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Training:
+    stages.begin()
     accelerator = make_accelerator(cfg, wandb)
     waits = Waits(accelerator)
     run = RunDir(run_dir)
@@ -240,20 +244,21 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         cfg, run, accelerator, waits, storage, resume
     )
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
-    if storage.run.writes:
+    set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
+    model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
+    model, forward, optimizer, scheduler = prepare_training(accelerator, model, cfg)
+    rank, world = accelerator.process_index, accelerator.num_processes
+    with stages.Heartbeat("data train: plan the batches"):
+        sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
+    _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
+    if storage.run.writes:  # with each data stage's seconds (t2.data.stages)
         with atomic_text(run.config) as f:
             f.write(cfg.to_yaml())
         keep_plugins(run.path, loaded())  # copies of the plugins it was given (t2.plugins)
         machine = describe(accelerator.device.type == "cuda")
         sweep = {"sweep_plan": cfg.train.sweep_plan} if cfg.train.sweep_plan else {}
-        meta = new_meta(accelerator.num_processes, recipe=recipe, machine=machine, **sweep)
+        meta = new_meta(world, recipe=recipe, machine=machine, data=stages.record(), **sweep)
         write_json(run.meta, meta)
-    set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
-    model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
-    model, forward, optimizer, scheduler = prepare_training(accelerator, model, cfg)
-    rank, world = accelerator.process_index, accelerator.num_processes
-    sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
-    _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     return Training(
         cfg,
         accelerator,
@@ -267,7 +272,7 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         valid_pairs,
         run,
         forward,
-        lengths(train_ds, "tgt"),
+        sampler.tgt,  # each pair's target length, the sampler's own array
         held,
         plan.estimate.total,
         waits,
