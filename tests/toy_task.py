@@ -56,6 +56,23 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+@contextlib.contextmanager
+def forkserver_workers() -> Iterator[None]:
+    """Loader workers started by a fork server, not forked from this test process: a
+    pytest-xdist worker runs threads of its own, and a child forked while one of them
+    holds a lock can hang (once in three runs of the suite under -n 2). The server imports
+    the loader's modules once, so that a worker after the first starts in milliseconds."""
+    import multiprocessing
+
+    before = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_forkserver_preload(["t2.data.loader"])
+    multiprocessing.set_start_method("forkserver", force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(before, force=True)
+
+
 def train_toy(
     model: Transformer, tokenizer, steps: int = 200, seed: int = 0, lr: float = 3e-3
 ) -> Transformer:
