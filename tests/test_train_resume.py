@@ -131,12 +131,12 @@ def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(tmp_path
 
 
 @pytest.mark.slow
-def test_two_processes_resumed_on_one_accumulating_two_match_it_throughout(tmp_path):
+def test_two_processes_resumed_on_one_accumulating_two_match_two_throughout(tmp_path):
     """The data position is global: 1 process x accumulate 2 takes the very batches that 2
     processes had left, in the same steps, and with dropout on the same masks: a batch's
     random draws follow its place in the global list, not the process (ShapedBatch.seed).
-    The reference is 1 process x accumulate 2 from the start, so the 2 processes' steps
-    match it too (and test_train_runs: the weights of 2 processes, uninterrupted)."""
+    The reference is 1 process x accumulate 2 throughout, which 2 processes match (their
+    steps here; their weights, uninterrupted, in test_train_runs): a torchrun job less."""
     torchrun = [
         sys.executable,
         "-m",

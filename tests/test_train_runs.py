@@ -3,16 +3,12 @@ W&B offline and the learning-rate finder. Tiny models, a few steps each."""
 
 from __future__ import annotations
 
-import gc
-import io
 import json
 import math
 import os
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
-from unittest import mock
 
 import pytest
 import torch
@@ -62,31 +58,12 @@ def train(out: Path, *extra: str, launcher: list[str] | None = None, check: bool
 
 
 def train_here(out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    """train()'s run in this process, without a subprocess's ~4 s of imports: for a run that
-    is not itself the subject (a reference, a set-up, a refusal's message). The same entry
-    point as train.py (t2.cli.run_script) with ENV's single thread and tokenizers setting, a
-    fresh Accelerate state, loader workers from a fork server (toy_task.forkserver_workers),
-    and what Python writes to stdout and stderr; C-level output and warnings are not
-    captured, so a test of a run's whole output starts a process."""
-    from accelerate.state import AcceleratorState
-    from toy_task import forkserver_workers, one_thread
+    """train()'s run in this process (toy_task.t2_here), without a subprocess's ~4 s of
+    imports: for a run that is not itself the subject (a reference, a set-up, a refusal's
+    message); a test of a run's whole output starts a process."""
+    from toy_task import t2_here
 
-    from t2.cli import run_script
-
-    args = _train_args(out, *extra)
-    out_text, err_text, code = io.StringIO(), io.StringIO(), 0
-    env = mock.patch.dict(os.environ, {"TOKENIZERS_PARALLELISM": "false"})
-    redirect = redirect_stdout(out_text), redirect_stderr(err_text)
-    AcceleratorState._reset_state(reset_partial_state=True)
-    with one_thread(), forkserver_workers(), env, redirect[0], redirect[1]:
-        try:
-            run_script("train", args)
-        except SystemExit as done:  # run_main always ends with sys.exit
-            code = done.code
-        finally:
-            AcceleratorState._reset_state(reset_partial_state=True)
-            gc.collect()  # the run's folder lock closes, as at a process's end
-    result = subprocess.CompletedProcess(args, code, out_text.getvalue(), err_text.getvalue())
+    result = t2_here("train", *_train_args(out, *extra))
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
