@@ -47,10 +47,10 @@ def toy(tmp_path_factory):
 def tiny_run(tmp_path_factory):
     """One uninterrupted quickstart run of test_train_runs.TINY (6 steps, checkpoints at 3
     and 6), trained once for the tests that compare a resumed or changed run against it."""
-    from test_train_runs import train
+    from test_train_runs import train_here
 
     run = tmp_path_factory.mktemp("tiny") / "run"
-    train(run)
+    train_here(run)
     return run
 
 

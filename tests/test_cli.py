@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from toy_task import tiny_config, write_run
+from toy_task import t2_here, tiny_config, write_run
 
 from t2.cli import build_parser
 from t2.commands import VERBS
@@ -136,18 +136,18 @@ def test_beam_is_an_alias_of_beam_size_the_decode_key():
 
 
 def test_average_writes_a_checkpoint_that_evaluate_scores(toy, tmp_path):
-    _, model, tokenizer = toy
+    _, model, tokenizer = toy  # the verbs run in this process (toy_task.t2_here)
     cfg = tiny_config(len(tokenizer))
     run = write_run(tmp_path / "run", model, cfg, tokenizer, steps=(1, 2, 3))
     out = tmp_path / "avg"
-    result = t2("average", str(run), "--last", "2", "--out", str(out))
+    result = t2_here("average", str(run), "--last", "2", "--out", str(out))
     assert result.returncode == 0 and str(out) in result.stdout, result.stderr
     assert read_meta(out)["averaged"] == ["step-0000002", "step-0000003"]
     assert (out / "tokenizer" / "tokenizer.json").is_file()  # self-contained
     src, ref = tmp_path / "test.src", tmp_path / "test.ref"
     src.write_text("a b c\nd e f\n")
     ref.write_text("a b c\nd e f\n")
-    result = t2(
+    result = t2_here(
         "evaluate",
         "--checkpoint",
         str(out),
@@ -164,13 +164,13 @@ def test_average_writes_a_checkpoint_that_evaluate_scores(toy, tmp_path):
     elsewhere = tmp_path / "notes"
     elsewhere.mkdir()
     (elsewhere / "keep.txt").write_text("mine")
-    result = t2("average", str(run), "--last", "2", "--out", str(elsewhere))
+    result = t2_here("average", str(run), "--last", "2", "--out", str(elsewhere))
     assert result.returncode == 2 and "is not an averaged checkpoint" in result.stderr
     assert (elsewhere / "keep.txt").read_text() == "mine"  # nothing of the user's removed
-    result = t2("average", str(run), "--last", "4")
+    result = t2_here("average", str(run), "--last", "4")
     assert result.returncode == 2 and "needs 4 complete checkpoints" in result.stderr
     beside = RunDir(run).checkpoint_dir / "avg-last2-step-0000003"
-    assert t2("average", str(run), "--last", "2").returncode == 0 and beside.is_dir()
+    assert t2_here("average", str(run), "--last", "2").returncode == 0 and beside.is_dir()
 
 
 _EXIT_PROGRAM = """

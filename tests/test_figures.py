@@ -5,9 +5,6 @@ run, and the one-line errors."""
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +12,7 @@ import pytest
 import torch
 from matplotlib.image import imread
 from test_train_runs import TINY as RUN_TINY
+from test_train_runs import train_here
 from toy_task import tiny_config, write_run
 
 from t2.cli import main
@@ -189,7 +187,6 @@ def test_errors_are_one_line(toy, tmp_path, capsys):
     assert not (tmp_path / "file").is_dir() and not (empty / "figures").exists()
 
 
-ROOT = Path(__file__).resolve().parent.parent
 # the training tests' tiny run, with two layers a stack (attention maps to draw per layer)
 # and a learning-rate finder of 20 steps
 TINY = [
@@ -201,22 +198,8 @@ TINY = [
 
 
 def train(out: Path, *extra: str) -> None:
-    sets = [arg for kv in TINY for arg in ("--set", kv)]
-    cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        "--recipe",
-        "quickstart",
-        "--out",
-        str(out),
-        "--wandb",
-        "disabled",
-        *sets,
-        *extra,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
+    """In this process (test_train_runs.train_here): the run's figures are the subject."""
+    train_here(out, *(arg for kv in TINY for arg in ("--set", kv)), *extra)
 
 
 @pytest.mark.slow

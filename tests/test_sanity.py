@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from toy_task import t2_here
 
 from t2.cli import main
 from t2.errors import ConfigError
@@ -184,18 +185,16 @@ def test_no_positions_is_expected_to_fail_order_tasks_only_and_must_not_pass_the
     assert not outcome("rope", "copy", 0.5, stopped="max_steps").ok
 
 
-def sanity(out: Path, *extra: str) -> subprocess.CompletedProcess:
+def sanity(out: Path, *extra: str, here: bool = False) -> subprocess.CompletedProcess:
+    """`t2 sanity` on one combination and copy, in a process, or `here` in this one
+    (toy_task.t2_here: the trainings are the suite's own, in its process either way)."""
     # smaller data (the pass mark is the real one): 4,000 training pairs, 300 to score
     sets = [
         "data.task_train_size=4000",
         "data.task_eval_size=300",
         "train.valid_bleu_sentences=300",
     ]
-    cmd = [
-        sys.executable,
-        "-m",
-        "t2",
-        "sanity",
+    args = [
         "--only",
         "rmsnorm,swiglu,pre",
         "--tasks",
@@ -205,6 +204,9 @@ def sanity(out: Path, *extra: str) -> subprocess.CompletedProcess:
         *(a for s in sets for a in ("--set", s)),
         *extra,
     ]
+    if here:
+        return t2_here("sanity", *args)
+    cmd = [sys.executable, "-m", "t2", "sanity", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
 
 
@@ -212,7 +214,7 @@ def sanity(out: Path, *extra: str) -> subprocess.CompletedProcess:
 def test_a_combination_learns_copy_to_the_pass_mark_and_a_rerun_reads_it(tmp_path):
     """One combination away from base on three axes (base itself trains in every recipe
     test; docs/results/sanity.md has every one-swap combination on every toy task)."""
-    first = sanity(tmp_path)
+    first = sanity(tmp_path, here=True)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     with open(tmp_path / "sanity.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -228,10 +230,10 @@ def test_a_combination_learns_copy_to_the_pass_mark_and_a_rerun_reads_it(tmp_pat
     assert table in first.stdout
     assert "| rmsnorm+swiglu+pre | sinusoidal rmsnorm swiglu pre |" in table
     # a finished run is read, not trained again: the same table, no training output
-    again = sanity(tmp_path)
+    again = sanity(tmp_path, here=True)
     assert again.returncode == 0 and again.stdout.count("; read)") == 1
     assert (tmp_path / "sanity.md").read_text(encoding="utf-8") == table
-    # results of another config are not passed off as this one's
+    # results of another config are not passed off as this one's (the whole output: a process)
     other = sanity(tmp_path, "--set", "train.max_lr=1.0e-3")
     assert other.returncode == 2 and other.stderr.count("\n") == 1
     assert "train.max_lr" in other.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pytest
-from test_train_runs import assert_same_log, losses, train
+from test_train_runs import assert_same_log, losses, train, train_here
 
 from t2.config import TrainConfig
 from t2.data.batching import BatchSampler
@@ -82,16 +82,11 @@ def _steps(ds, samplers, accumulate: int, n: int, workers: int = 0):
 
 @pytest.fixture
 def forkserver_workers():
-    """Loader workers started by a fork server, not forked from this test process: a
-    pytest-xdist worker runs threads of its own, and a child forked while one of them
-    holds a lock can hang (once in three runs of the suite under -n 2). Training forks
-    from its own process, which the training tests run as a subprocess."""
-    import torch.multiprocessing as mp
+    """Loader workers started by a fork server (toy_task.forkserver_workers)."""
+    from toy_task import forkserver_workers
 
-    before = mp.get_start_method(allow_none=True)
-    mp.set_start_method("forkserver", force=True)
-    yield
-    mp.set_start_method(before, force=True)
+    with forkserver_workers():
+        yield
 
 
 def test_target_tokens_count_the_batches_of_every_process_across_epochs_and_resume(
@@ -171,7 +166,7 @@ def test_the_time_left_is_the_nearest_limit():
 @pytest.fixture(scope="module")
 def token_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("budget") / "tokens"
-    train(
+    train_here(
         out,
         *_sets(
             "train.max_steps=1000",
@@ -210,7 +205,7 @@ def test_a_token_budget_stops_the_run_and_every_record_carries_the_counters(toke
 @pytest.mark.slow
 def test_two_arms_with_one_token_budget_see_the_same_tokens(token_run, tmp_path):
     other = tmp_path / "swiglu_rmsnorm"
-    train(
+    train_here(
         other,
         *_sets(
             "train.max_steps=1000",
@@ -236,16 +231,16 @@ def test_a_resumed_run_continues_its_token_budget(token_run, tmp_path):
     saved, state = results(token_run), load_training_state(RunDir(token_run).latest())
     assert state["train_tokens"] == saved["train_tokens"] and state["elapsed_s"] > 0
     # resumed with the budget it has spent: no step, the same end
-    train(run, "--resume", *_sets(*sets, f"train.max_train_tokens={BUDGET}"))
+    train_here(run, "--resume", *_sets(*sets, f"train.max_train_tokens={BUDGET}"))
     again = results(run)
     assert {k: again[k] for k in ("stopped_by", "steps", "train_tokens")} == {
         k: saved[k] for k in ("stopped_by", "steps", "train_tokens")
     }
     assert again["elapsed_s"] >= state["elapsed_s"]
     # a raised budget: the counters go on from the checkpoint, as in one uninterrupted run
-    train(run, "--resume", *_sets(*sets, f"train.max_train_tokens={2 * BUDGET}"))
+    train_here(run, "--resume", *_sets(*sets, f"train.max_train_tokens={2 * BUDGET}"))
     full = tmp_path / "full"
-    train(full, *_sets(*sets, f"train.max_train_tokens={2 * BUDGET}"))
+    train_here(full, *_sets(*sets, f"train.max_train_tokens={2 * BUDGET}"))
     _assert_stopped_at_the_token_budget(run, 2 * BUDGET)
     counted = [(r["step"], r["train_tokens"]) for r in training_records(run)]
     assert counted == [(r["step"], r["train_tokens"]) for r in training_records(full)]
@@ -258,7 +253,7 @@ def test_a_resumed_run_continues_its_token_budget(token_run, tmp_path):
 @pytest.mark.slow
 def test_a_minutes_budget_stops_the_run(tmp_path):
     out = tmp_path / "minutes"
-    train(
+    train_here(
         out,
         *_sets(
             "train.max_steps=100000",
@@ -299,7 +294,7 @@ COPY = [
 @pytest.mark.slow
 def test_an_exact_match_target_stops_the_run_at_the_first_validation_that_meets_it(tmp_path):
     out = tmp_path / "copy"
-    train(out, *_sets(*COPY))
+    train_here(out, *_sets(*COPY))
     res = results(out)
     valid = [r for r in read_metrics(out) if "valid_exact_match" in r]
     assert res["stopped_by"] == "stop_exact_match" and res["steps"] < 400
@@ -307,7 +302,7 @@ def test_an_exact_match_target_stops_the_run_at_the_first_validation_that_meets_
     assert all(r["valid_exact_match"] < 0.5 for r in valid[:-1]) and len(valid) > 3
     assert RunDir(out).latest() == RunDir(out).checkpoint(res["steps"])
     records = read_metrics(out)
-    train(out, "--resume", *_sets(*COPY))  # the target was met: no further step
+    train_here(out, "--resume", *_sets(*COPY))  # the target was met: no further step
     assert results(out)["steps"] == res["steps"] and read_metrics(out) == records
 
 
@@ -322,7 +317,7 @@ def test_two_processes_count_the_tokens_of_both_and_stop_together(tmp_path):
         "train.save_every=1000",
     )
     train(tmp_path / "ddp", *sets, launcher=TORCHRUN)
-    train(tmp_path / "acc", *sets, "--set", "train.accumulate=2")
+    train_here(tmp_path / "acc", *sets, "--set", "train.accumulate=2")
     ddp, acc = results(tmp_path / "ddp"), results(tmp_path / "acc")
     assert ddp["stopped_by"] == "max_train_tokens"
     assert (ddp["steps"], ddp["train_tokens"]) == (acc["steps"], acc["train_tokens"])

@@ -146,14 +146,14 @@ def test_a_step_updates_the_master_and_refreshes_the_compute_weights():
 
 @pytest.mark.slow
 def test_a_run_casting_once_saves_float32_weights_and_resumes_exactly(tmp_path):
-    from test_train_runs import assert_same_log, final_weights, losses, train
+    from test_train_runs import assert_same_log, final_weights, losses, train_here
 
     sets = ["train.cast_weights=true", "train.mixed_precision=bf16", "train.accumulate=2"]
     args = [a for kv in sets for a in ("--set", kv)]
-    train(tmp_path / "full", *args)
-    first = train(tmp_path / "resumed", *args, "--set", "train.max_steps=3")
+    train_here(tmp_path / "full", *args)
+    first = train_here(tmp_path / "resumed", *args, "--set", "train.max_steps=3")
     assert first.returncode == 0
-    train(tmp_path / "resumed", *args, "--resume")
+    train_here(tmp_path / "resumed", *args, "--resume")
     assert_same_log(losses(tmp_path / "resumed"), losses(tmp_path / "full"))
     want, got = final_weights(tmp_path / "full"), final_weights(tmp_path / "resumed")
     for name, tensor in want.items():

@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from test_train_runs import ENV, ROOT, TINY, assert_same_log, final_weights, losses, train
+from test_train_runs import (
+    ENV,
+    ROOT,
+    TINY,
+    assert_same_log,
+    final_weights,
+    losses,
+    train,
+    train_here,
+)
 
 from t2.errors import CheckpointError
 from t2.rundir import RunDir, resolve
@@ -63,7 +72,8 @@ def _command(out: Path, *extra: str, python: list[str] | None = None) -> list[st
     ]
 
 
-def _kill_when(cmd: list[str], ready) -> None:  # noqa: ANN001  (a predicate of the seconds)
+def _kill_when(cmd: list[str], ready) -> float:  # noqa: ANN001  (a predicate of the seconds)
+    """Start `cmd`, SIGKILL it once `ready` holds; the seconds it lived."""
     proc = subprocess.Popen(
         cmd, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -73,6 +83,7 @@ def _kill_when(cmd: list[str], ready) -> None:  # noqa: ANN001  (a predicate of 
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
     proc.wait()
+    return time.monotonic() - start
 
 
 def _logged_step(run: Path) -> int:
@@ -83,11 +94,12 @@ def _logged_step(run: Path) -> int:
 
 @pytest.mark.slow
 def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(tmp_path):
+    """The kills need processes; the reference and the resumed runs train in this one (the
+    state comes from the folder: a resume in a new process is test_train_runs')."""
     full = tmp_path / "full"
-    start = time.monotonic()
-    train(full, *_sets(*LONGER))
-    seconds = time.monotonic() - start
-    at = random.Random(8).uniform(0.3, 0.9) * seconds
+    train_here(full, *_sets(*LONGER))
+    lived = []  # the seconds the run killed after step 8 lived, from its start
+    share = random.Random(8).uniform(0.3, 0.9)
     script = tmp_path / "kill_in_write.py"
     script.write_text(KILL_IN_WRITE)
     moments = {
@@ -98,11 +110,11 @@ def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(tmp_path
             capture_output=True,
             timeout=300,
         ),
-        "between checkpoints, after step 8 was logged": lambda run: _kill_when(
-            _command(run), lambda seconds: _logged_step(run) >= 8 or seconds > 300
+        "between checkpoints, after step 8 was logged": lambda run: lived.append(
+            _kill_when(_command(run), lambda seconds: _logged_step(run) >= 8 or seconds > 300)
         ),
-        f"at a random moment ({at:.1f} s of {seconds:.1f} s)": lambda run: _kill_when(
-            _command(run), lambda seconds: seconds > at
+        f"at a random moment ({share:.2f} of the life of the run killed after step 8)": (
+            lambda run: _kill_when(_command(run), lambda seconds: seconds > share * lived[0])
         ),
     }
     for i, (moment, kill) in enumerate(moments.items()):
@@ -111,7 +123,7 @@ def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(tmp_path
         if i == 0:  # the cut-off write left only its .tmp- folder, never loaded
             assert RunDir(run).latest() == RunDir(run).checkpoint(3), moment
             assert any(RunDir(run).checkpoint_dir.glob(".tmp-step-0000006-*")), moment
-        train(run, *_sets(*LONGER), "--resume")
+        train_here(run, *_sets(*LONGER), "--resume")
         assert_same_log(losses(run), losses(full))
         want, got = final_weights(full), final_weights(run)
         for name in want:
@@ -122,7 +134,9 @@ def test_a_run_killed_at_any_moment_resumes_to_the_uninterrupted_result(tmp_path
 def test_two_processes_resumed_on_one_accumulating_two_match_two_throughout(tmp_path):
     """The data position is global: 1 process x accumulate 2 takes the very batches that 2
     processes had left, in the same steps, and with dropout on the same masks: a batch's
-    random draws follow its place in the global list, not the process (ShapedBatch.seed)."""
+    random draws follow its place in the global list, not the process (ShapedBatch.seed).
+    The reference is 1 process x accumulate 2 throughout, which 2 processes match (their
+    steps here; their weights, uninterrupted, in test_train_runs): a torchrun job less."""
     torchrun = [
         sys.executable,
         "-m",
@@ -143,27 +157,29 @@ def test_two_processes_resumed_on_one_accumulating_two_match_two_throughout(tmp_
         "--set",
         "train.global_batch=800",
     )
-    ddp = train(tmp_path / "ddp", *sets, launcher=torchrun)
-    assert "batch plan: 2 processes x 1 micro-batch x 400 tokens" in ddp.stdout
-    saved = yaml.safe_load((tmp_path / "ddp" / "config.yaml").read_text())
+    cut = train(tmp_path / "cut", *sets, "--set", "train.max_steps=3", launcher=torchrun)
+    assert "batch plan: 2 processes x 1 micro-batch x 400 tokens" in cut.stdout
+    saved = yaml.safe_load((tmp_path / "cut" / "config.yaml").read_text())
     assert (saved["data"]["max_tokens"], saved["train"]["accumulate"]) == (400, 1)
-    train(tmp_path / "cut", *sets, "--set", "train.max_steps=3", launcher=torchrun)
-    result = train(tmp_path / "cut", *sets, "--resume")
+    result = train_here(tmp_path / "cut", *sets, "--resume")
     assert "1 process x 2 micro-batches x 400 tokens" in result.stdout
     assert "batches per step" not in result.stdout  # 2 x 1 and 1 x 2: the same per step
-    assert_same_log(losses(tmp_path / "cut"), losses(tmp_path / "ddp"))
-    ddp, cut = final_weights(tmp_path / "ddp"), final_weights(tmp_path / "cut")
-    for name in ddp:
-        torch.testing.assert_close(cut[name], ddp[name], rtol=1e-4, atol=1e-5, msg=name)
+    one = train_here(tmp_path / "one", *sets, "--set", "data.max_tokens=400")
+    assert "batch plan: 1 process x 2 micro-batches x 400 tokens" in one.stdout
+    assert_same_log(losses(tmp_path / "cut"), losses(tmp_path / "one"))
+    one, cut = final_weights(tmp_path / "one"), final_weights(tmp_path / "cut")
+    for name in one:
+        torch.testing.assert_close(cut[name], one[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
 @pytest.mark.slow
 def test_resume_refuses_a_changed_batch_budget_or_seed_naming_the_key(tmp_path):
     run = tmp_path / "run"
-    train(run, "--set", "train.max_steps=3")
-    for key, value in (("data.max_tokens", "300"), ("train.seed", "5")):
-        result = train(run, "--resume", "--set", f"{key}={value}", check=False)
-        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    train_here(run, "--set", "train.max_steps=3")
+    changed = {"data.max_tokens": "300", "train.seed": "5"}  # one refusal names each
+    result = train(run, "--resume", *_sets(*(f"{k}={v}" for k, v in changed.items())), check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    for key, value in changed.items():
         assert f"{key}=" in result.stderr and f"(now {value})" in result.stderr, result.stderr
 
 
@@ -187,11 +203,11 @@ def test_a_log_line_torn_by_a_crash_is_dropped_on_resume_and_a_damaged_log_refus
     from test_train_runs import assert_same_log, losses
 
     run = tmp_path / "run"
-    train(run, "--set", "train.max_steps=3")
+    train_here(run, "--set", "train.max_steps=3")
     metrics = RunDir(run).metrics
     with metrics.open("a") as f:
         f.write('{"step": 4, "loss": 1.2')  # the crash
-    train(run, "--resume")
+    train_here(run, "--resume")
     assert_same_log(losses(run), losses(tiny_run))
     lines = metrics.read_text().splitlines()
     metrics.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
@@ -262,10 +278,7 @@ def test_a_preempted_run_saves_its_step_and_resumes_to_the_uninterrupted_log(tmp
     (fake / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "requeued"}\n')
     (fake / "scontrol").chmod(0o755)
     every = ["--set", "train.log_every=4"]
-    full = subprocess.run(
-        _command(tmp_path / "full", *every), env=ENV, cwd=ROOT, capture_output=True, text=True
-    )
-    assert full.returncode == 0, full.stderr[-2000:]
+    train_here(tmp_path / "full", *_sets(*LONGER), *every)
     for name in ("SIGUSR1", "SIGTERM"):  # SIGTERM last: that run is resumed
         env = {
             **ENV,
@@ -381,11 +394,11 @@ def test_resume_names_a_checkpoint_and_a_damaged_one_is_not_called_format_1(tmp_
     assert damaged.returncode == 2 and damaged.stderr.count("\n") == 1, damaged.stderr[-2000:]
     assert "step-0000006 has no meta.json: it was damaged" in damaged.stderr
     assert "continue with --resume 3" in damaged.stderr and "format 1" not in damaged.stderr
-    bad = train(run, "--resume", "99", check=False)
+    bad = train_here(run, "--resume", "99", check=False)
     assert bad.returncode == 2 and "complete ones are at steps 3, 6" in bad.stderr, bad.stderr
     with pytest.raises(CheckpointError, match="is not a checkpoint of"):
         resume_point(RunDir(run), str(tmp_path))
-    resumed = train(run, "--resume", "3")
+    resumed = train_here(run, "--resume", "3")
     assert "set aside the later step-0000006" in resumed.stdout
     assert (run / "checkpoints" / ".abandoned-step-0000006").is_dir()
     assert_same_log(losses(run), losses(tiny_run))

@@ -44,21 +44,26 @@ TINY = [
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def train(out: Path, *extra: str, launcher: list[str] | None = None, check: bool = True):
+def _train_args(out: Path, *extra: str) -> list[str]:
     sets = [arg for kv in TINY for arg in ("--set", kv)]
-    cmd = [
-        *(launcher or [sys.executable]),
-        str(ROOT / "train.py"),
-        "--recipe",
-        "quickstart",
-        "--out",
-        str(out),
-        "--wandb",
-        "disabled",
-        *sets,
-        *extra,
-    ]
+    return ["--recipe", "quickstart", "--out", str(out), "--wandb", "disabled", *sets, *extra]
+
+
+def train(out: Path, *extra: str, launcher: list[str] | None = None, check: bool = True):
+    cmd = [*(launcher or [sys.executable]), str(ROOT / "train.py"), *_train_args(out, *extra)]
     result = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def train_here(out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    """train()'s run in this process (toy_task.t2_here), without a subprocess's ~4 s of
+    imports: for a run that is not itself the subject (a reference, a set-up, a refusal's
+    message); a test of a run's whole output starts a process."""
+    from toy_task import t2_here
+
+    result = t2_here("train", *_train_args(out, *extra))
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -88,7 +93,7 @@ def assert_same_log(got: list[tuple[int, float]], want: list[tuple[int, float]])
 def test_two_processes_equal_one_process_accumulating_two(tmp_path, two_process_run):
     ddp, outputs = two_process_run  # two processes that srun started (conftest)
     assert [code for code, _, _ in outputs] == [0, 0], outputs[0][2][-3000:]
-    train(tmp_path / "acc", "--set", "train.accumulate=2")
+    train_here(tmp_path / "acc", "--set", "train.accumulate=2")
     want, got = final_weights(ddp), final_weights(tmp_path / "acc")
     assert want.keys() == got.keys()
     for name in want:
@@ -108,9 +113,9 @@ def test_a_resumed_run_matches_an_uninterrupted_one(tmp_path, log_every):
         "--set",
         "model.dropout=0.1",
     )
-    train(tmp_path / "full", *sets)
-    train(tmp_path / "cut", *sets, "--set", "train.max_steps=3")
-    train(tmp_path / "cut", *sets, "--resume")
+    train_here(tmp_path / "full", *sets)
+    train_here(tmp_path / "cut", *sets, "--set", "train.max_steps=3")
+    train(tmp_path / "cut", *sets, "--resume")  # a new process: only the folder carries over
     full, cut = final_weights(tmp_path / "full"), final_weights(tmp_path / "cut")
     for name in full:
         torch.testing.assert_close(cut[name], full[name], rtol=0, atol=1e-6, msg=name)
@@ -121,12 +126,12 @@ def test_a_resumed_run_matches_an_uninterrupted_one(tmp_path, log_every):
 
 @pytest.mark.slow
 def test_resume_skips_a_checkpoint_cut_off_while_written(tmp_path):
-    train(tmp_path / "run", "--set", "train.max_steps=3")
+    train_here(tmp_path / "run", "--set", "train.max_steps=3")
     ckpt = RunDir(tmp_path / "run").latest()
     broken = ckpt.with_name("step-0000004")
     broken.mkdir()  # looks like a later checkpoint, but its write never completed
     (broken / "model.safetensors").write_bytes(b"truncated")
-    result = train(tmp_path / "run", "--resume", "--set", "train.max_steps=4")
+    result = train_here(tmp_path / "run", "--resume", "--set", "train.max_steps=4")
     assert [s for s, _ in losses(tmp_path / "run")] == [1, 2, 3, 4], result.stderr[-2000:]
 
 
@@ -145,7 +150,7 @@ def test_bf16_on_cpu_with_wandb_offline(tmp_path):
 @pytest.mark.slow
 def test_lr_finder_writes_a_plot_and_a_finite_suggestion(tmp_path):
     out = tmp_path / "lr"
-    result = train(out, "--lr-find", "--set", "train.lr_find_steps=30")
+    result = train_here(out, "--lr-find", "--set", "train.lr_find_steps=30")
     line = next(x for x in result.stdout.splitlines() if x.startswith("suggested learning rate"))
     value = float(line.split(":")[1].split()[0])
     assert (out / "lr_find.png").stat().st_size > 1000
@@ -162,20 +167,20 @@ def test_lr_finder_writes_a_plot_and_a_finite_suggestion(tmp_path):
 def test_an_existing_run_is_not_overwritten_and_resume_needs_the_same_config(tmp_path):
     out = tmp_path / "run"
     (out / "checkpoints").mkdir(parents=True)
-    result = train(out, check=False)
+    result = train_here(out, check=False)
     assert result.returncode == 2
     assert "already holds a run" in result.stderr and "Traceback" not in result.stderr
     (out / "config.yaml").write_text("model:\n  d_model: 64\n")
-    result = train(out, "--resume", check=False)
+    result = train_here(out, "--resume", check=False)
     assert result.returncode == 2 and "another config" in result.stderr
 
 
 @pytest.mark.slow
 def test_a_new_run_retrains_the_tokenizer_a_failed_run_left(tmp_path):
     out = tmp_path / "run"
-    result = train(out, "--set", "data.max_tokens_per_sentence=1", check=False)
+    result = train_here(out, "--set", "data.max_tokens_per_sentence=1", check=False)
     assert result.returncode == 2 and (out / "tokenizer").is_dir()  # failed after training it
-    train(out, "--set", "data.vocab_size=90", "--set", "train.max_steps=1")
+    train_here(out, "--set", "data.vocab_size=90", "--set", "train.max_steps=1")
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["model"]["vocab_size"] == len(load_tokenizer(out / "tokenizer")) > 64
 
@@ -189,7 +194,7 @@ def test_an_out_path_through_a_file_fails_before_any_work(tmp_path):
 
 def test_a_bad_test_split_fails_before_training_not_after(tmp_path):
     out = tmp_path / "run"
-    result = train(out, "--set", f"data.test=files:{tmp_path / 'missing'}", check=False)
+    result = train_here(out, "--set", f"data.test=files:{tmp_path / 'missing'}", check=False)
     assert result.returncode == 2 and "missing.src: file not found" in result.stderr
     assert not (out / "tokenizer").exists() and not (out / "checkpoints").exists()
 
@@ -205,7 +210,7 @@ def test_non_finite_steps_stop_the_run_even_when_logging_more_often(tmp_path):
         "train.save_every=100",
         "train.eval_every=100",
     ]
-    result = train(out, *[a for kv in sets for a in ("--set", kv)], check=False)
+    result = train_here(out, *[a for kv in sets for a in ("--set", kv)], check=False)
     assert result.returncode == 2 and "3 non-finite losses in a row" in result.stderr, (
         result.stderr[-2000:]
     )
@@ -228,8 +233,8 @@ def test_a_compiled_run_traces_one_graph_for_all_bucket_shapes_and_trains_as_eag
         "--set",
         "train.save_every=20",
     ]
-    train(tmp_path / "eager", *sets)
-    done = train(
+    train_here(tmp_path / "eager", *sets)
+    done = train(  # a process of its own: the graphs dynamo compiled in it are counted
         tmp_path / "compiled",
         *sets,
         "--set",
@@ -253,7 +258,7 @@ def test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy(tmp_path, tiny_
     import shutil
 
     shutil.copytree(tiny_run / "tokenizer", tmp_path / "first" / "tokenizer")
-    train(tmp_path / "second", "--set", f"data.tokenizer={tmp_path / 'first' / 'tokenizer'}")
+    train_here(tmp_path / "second", "--set", f"data.tokenizer={tmp_path / 'first' / 'tokenizer'}")
     copied = tmp_path / "second" / "tokenizer" / "tokenizer.json"
     assert copied.read_bytes() == (tmp_path / "first" / "tokenizer" / "tokenizer.json").read_bytes()
     shutil.rmtree(tmp_path / "first")

@@ -4,7 +4,11 @@ translation task, its tokenizer, a tiny model trained on it, and a run directory
 from __future__ import annotations
 
 import contextlib
+import gc
+import io
+import os
 import random
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +58,58 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def forkserver_workers() -> Iterator[None]:
+    """Loader workers started by a fork server, not forked from this test process: a
+    pytest-xdist worker runs threads of its own, and a child forked while one of them
+    holds a lock can hang (once in three runs of the suite under -n 2). The server imports
+    the loader's modules once, so that a worker after the first starts in milliseconds."""
+    import multiprocessing
+
+    before = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_forkserver_preload(["t2.data.loader"])
+    multiprocessing.set_start_method("forkserver", force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(before, force=True)
+
+
+@contextlib.contextmanager
+def like_a_subprocess() -> Iterator[None]:
+    """A t2 command run in this process as the tests' subprocesses run it (one thread, as
+    OMP_NUM_THREADS=1; TOKENIZERS_PARALLELISM=false), with loader workers from a fork
+    server, a fresh Accelerate state before and after, and the run's folder lock released
+    at the end, as at a process's end."""
+    from unittest import mock
+
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    env = mock.patch.dict(os.environ, {"TOKENIZERS_PARALLELISM": "false"})
+    try:
+        with one_thread(), forkserver_workers(), env:
+            yield
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+        gc.collect()  # the run's objects, its lock file among them, are closed
+
+
+def t2_here(verb: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m t2 VERB ARGS` in this process (like_a_subprocess), without a subprocess's
+    ~4 s of imports: its exit status and what Python writes to stdout and stderr (C-level
+    output and warnings are not captured: a test of a whole output starts a process)."""
+    from t2.cli import run_script
+
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with like_a_subprocess(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            run_script(verb, list(args))
+        except SystemExit as done:  # run_main always ends with sys.exit
+            code = done.code
+    return subprocess.CompletedProcess([verb, *args], code, out.getvalue(), err.getvalue())
 
 
 def train_toy(

@@ -36,17 +36,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from rich.console import Console
+    if args.batch_size < 1 or args.max_sentences < 0:
+        raise ConfigError("--batch-size must be at least 1 and --max-sentences at least 0")
+    if not Path(args.out).parent.is_dir():  # checked first: the suite takes minutes
+        raise DataError(f"output folder of {args.out} not found; create it or pass another")
+    from rich.console import Console  # after the checks: a mistake is told before torch loads
 
     from t2.evaluation.robustness import run_suite, side_by_side, to_json
     from t2.evaluation.scoring import local_testset
     from t2.opener import open_model
     from t2.rundir import RunDir
 
-    if args.batch_size < 1 or args.max_sentences < 0:
-        raise ConfigError("--batch-size must be at least 1 and --max-sentences at least 0")
-    if not Path(args.out).parent.is_dir():  # checked first: the suite takes minutes
-        raise DataError(f"output folder of {args.out} not found; create it or pass another")
     device = default_device(args.device)
     data = local_testset(args.src, args.ref)
     limit = args.max_sentences or len(data.sources)

@@ -43,13 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from t2.atomic import atomic_text
-    from t2.opener import open_model
-
     if args.input and not Path(args.input).is_file():
         raise DataError(f"input file {args.input} not found; pass an existing file or use stdin")
     if args.output and not Path(args.output).parent.is_dir():
         raise DataError(f"output folder of {args.output} not found; create it or pass another")
+    from t2.atomic import atomic_text  # after the checks: a mistake is told before torch loads
+    from t2.opener import open_model
+
     device = default_device(args.device)
     opened = open_model(
         args.checkpoint,
