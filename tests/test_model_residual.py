@@ -99,22 +99,26 @@ def test_deepnorm_is_post_norm_only(tiny_model_config):
     )
 
 
-def _deepnorm_factor(name: str, beta: float, d: int) -> torch.Tensor | float:
+def _deepnorm_factor(name: str, beta: float, rows: int, d_kv: int) -> torch.Tensor | float:
     """By Figure 2 of Wang et al. 2022: beta for the feed-forward's matrices and attention's
-    values and output projection, 1 for queries, keys, biases, norms and embeddings."""
+    values and output projection, 1 for queries, keys, biases, norms and embeddings; a
+    fused projection of `rows` rows holds the values in its last `d_kv`."""
     if not name.endswith("weight") or "norm" in name or "embed" in name:
         return 1.0
     if "ffn." in name or "out_proj" in name:
         return beta
     if "qkv" not in name and ".kv." not in name:  # cross-attention's queries
         return 1.0
-    rows = torch.ones(3 * d if "qkv" in name else 2 * d, 1)
-    rows[-d:] = beta  # the values: the last block of the fused projection
-    return rows
+    factor = torch.ones(rows, 1)
+    factor[-d_kv:] = beta  # the values: the last block of the fused projection
+    return factor
 
 
-def test_deepnorm_scales_the_initial_ffn_values_and_outputs_by_beta(tiny_model_config):
-    cfg = tiny_model_config(n_encoder_layers=2, n_decoder_layers=3)
+@pytest.mark.parametrize("n_kv_heads", [0, 1], ids=["all-heads", "multi-query"])
+def test_deepnorm_scales_the_initial_ffn_values_and_outputs_by_beta(tiny_model_config, n_kv_heads):
+    """With one key/value head the fused projection is q (d rows), k and v (d / h each):
+    the values are its last d / h rows, not its last third."""
+    cfg = tiny_model_config(n_encoder_layers=2, n_decoder_layers=3, n_kv_heads=n_kv_heads)
     torch.manual_seed(0)
     plain = dict(Transformer(cfg).named_parameters())
     torch.manual_seed(0)
@@ -122,7 +126,8 @@ def test_deepnorm_scales_the_initial_ffn_values_and_outputs_by_beta(tiny_model_c
     betas = {"encoder": 0.87 * (2**4 * 3) ** (-1 / 16), "decoder": (12 * 3) ** (-1 / 4)}
     scaled = 0
     for name, p in deep.items():
-        factor = _deepnorm_factor(name, betas.get(name.split(".")[0], 1.0), cfg.d_model)
+        beta = betas.get(name.split(".")[0], 1.0)
+        factor = _deepnorm_factor(name, beta, p.shape[0], cfg.d_kv)
         torch.testing.assert_close(p, plain[name] * factor, rtol=1e-6, atol=0, msg=name)
         scaled += not isinstance(factor, float) or factor != 1.0
     assert scaled == 2 * 4 + 3 * 6  # qkv, out, w1, w2; and cross-attention's kv and out

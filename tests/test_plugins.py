@@ -172,6 +172,15 @@ from t2.registry import ATTENTION
 def two_args(q, k):
     return q
 """
+NO_VALUES = """\
+from t2.facts import KernelFacts
+from t2.registry import ATTENTION
+
+
+@ATTENTION.register("no_values", KernelFacts(fused=False, values=True))
+def no_values(q, k, v, key_padding, causal, dropout_p, bias=None):
+    return q
+"""
 
 
 @pytest.mark.parametrize(
@@ -181,6 +190,11 @@ def two_args(q, k):
         (BAD_SHAPE.format(name="probe"), {"norm": "probe"}, ["to (1, 2, 1); a norm keeps"]),
         (NOT_A_SCHEME, {"positional": "plain"}, ["builds a Plain, not a Positional"]),
         (BAD_KERNEL, {"attention": "two_args"}, ["is called as (q, k, v, key_padding"]),
+        (
+            NO_VALUES,
+            {"attention": "no_values"},
+            ["(q, k, v, key_padding, causal, dropout_p, bias, values)"],
+        ),
     ],
 )
 def test_a_component_that_does_not_fit_its_kind_fails_when_built_in_one_line(

@@ -16,6 +16,7 @@ from test_train_lost_process import _command, _free_port, _launch
 from test_train_runs import ENV, ROOT, assert_same_log, losses
 
 from t2.config import Config, TrainConfig
+from t2.data import stages
 from t2.errors import CheckpointError, ConfigError
 from t2.rundir import RunDir
 from t2.train.nodes import Sharing, Storage, common_checkpoint, detect, shared_tokenizer
@@ -92,15 +93,16 @@ def test_the_writers_of_a_folder_when_the_setting_says_it():
 
 class _OtherNode:
     """The first process of another node: not the main one; the main process's
-    tokenizer.json reaches it over the process group (Waits.from_main)."""
+    tokenizer.json, its sample.json and its record reach it over the process group
+    (Waits.from_main)."""
 
     is_main_process = False
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, text: str, sample: str, noted: dict) -> None:
+        self.sent = (text, sample, noted)
 
-    def from_main(self, value: object) -> str:
-        return self.text
+    def from_main(self, value: object) -> tuple:
+        return self.sent
 
 
 def test_another_node_gets_the_main_tokenizer_over_the_group_and_keeps_a_copy(tmp_path):
@@ -108,9 +110,14 @@ def test_another_node_gets_the_main_tokenizer_over_the_group_and_keeps_a_copy(tm
 
     texts = ["ein kleiner Test", "a small test", "noch ein Satz", "one more line"] * 10
     main = train_tokenizer(texts, 60, 1, False, tmp_path / "main")
-    node, run = _OtherNode(main.backend_tokenizer.to_str()), RunDir(tmp_path / "node1")
+    facts = {"sample_pairs": 20, "pairs": 20, "sample_seed": 2016}
+    node = _OtherNode(main.backend_tokenizer.to_str(), json.dumps(facts), facts)
+    run = RunDir(tmp_path / "node1")
     storage = Storage(Sharing(writes=True, shared=False), Sharing(writes=True, shared=False))
+    stages.begin()
     got = shared_tokenizer(Config(), run, node, node, storage, resume=False)
+    assert json.loads((run.tokenizer / "sample.json").read_text()) == facts
+    assert stages.record()["tokenizer"] == facts  # into this node's meta.json
     for tok in (got, load_tokenizer(run.tokenizer)):  # node 1's own copy in its run
         assert len(tok) == len(main) and tok.pad_token_id == main.pad_token_id == 0
         assert tok("ein kleiner Satz").input_ids == main("ein kleiner Satz").input_ids
@@ -201,6 +208,10 @@ def test_two_nodes_with_their_own_disks_resume_on_both_to_the_shared_run(tmp_pat
         assert any((tmp_path / f"cache{node}" / "pairs").iterdir())
     tokenizers = [(tmp_path / f"node{n}" / "tokenizer" / "tokenizer.json") for n in (0, 1)]
     assert tokenizers[0].read_text() == tokenizers[1].read_text()
+    samples = [t.with_name("sample.json").read_text() for t in tokenizers]  # what it learnt from
+    metas = [json.loads((tmp_path / f"node{n}" / "meta.json").read_text()) for n in (0, 1)]
+    assert samples[0] == samples[1] and json.loads(samples[0])["pairs"] > 0
+    assert metas[0]["data"]["tokenizer"] == metas[1]["data"]["tokenizer"] == json.loads(samples[0])
     assert (tmp_path / "node0" / "results.json").is_file()
 
 

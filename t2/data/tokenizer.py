@@ -105,10 +105,15 @@ def train_tokenizer(
     return wrapped
 
 
-def save_tokenizer(tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
-    """A tokenizer's folder (tokenizer.json and transformers' files), replaced atomically."""
+def save_tokenizer(
+    tokenizer: PreTrainedTokenizerFast, folder: Path, sample: str | None = None
+) -> None:
+    """A tokenizer's folder (tokenizer.json and transformers' files, and the text of its
+    sample.json if given), replaced atomically."""
     with atomic_folder(folder) as tmp:
         tokenizer.save_pretrained(tmp)
+        if sample is not None:
+            (tmp / SAMPLE).write_text(sample, encoding="utf-8")
 
 
 def tokenizer_from_json(text: str) -> PreTrainedTokenizerFast:

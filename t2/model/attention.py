@@ -190,8 +190,9 @@ class SelfAttention(_Attention):
 
     def values_and_output(self) -> list[Tensor]:
         """The matrices that make what attention writes (not where it reads): the value
-        rows of the fused projection and the output projection (DeepNorm scales them)."""
-        return [self.qkv.weight.chunk(3, dim=0)[2], self.out_proj.weight]
+        rows of the fused projection (its last d_kv: q, k, v in that order, k and v at
+        their width) and the output projection (DeepNorm scales them)."""
+        return [self.qkv.weight[-self.d_kv :], self.out_proj.weight]
 
     def forward(
         self,

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from t2.config import Config
+from t2.data import stages
 from t2.data.encode import encode_pairs
 from t2.data.pipeline import cache_root, load_pairs
-from t2.data.tokenizer import prepare_tokenizer, save_tokenizer, tokenizer_from_json
+from t2.data.tokenizer import SAMPLE, prepare_tokenizer, save_tokenizer, tokenizer_from_json
 from t2.errors import CheckpointError
 from t2.rundir import RunDir
 from t2.rundir.layout import step_of
@@ -137,11 +138,16 @@ def shared_tokenizer(
     main = accelerator.is_main_process
     if main:  # a new run trains its own: one a failed run left may not fit
         tokenizer = prepare_tokenizer(cfg.data, run.tokenizer, cfg.train.seed, reuse=resume)
-    text = waits.from_main(tokenizer.backend_tokenizer.to_str() if main else None)
+        sample = run.tokenizer / SAMPLE  # what it was learnt from, if the data cache's
+        kept = sample.read_text(encoding="utf-8") if sample.is_file() else None
+        sent = (tokenizer.backend_tokenizer.to_str(), kept, stages.record().get("tokenizer"))
+    text, kept, noted = waits.from_main(sent if main else None)
     if not main:
         tokenizer = tokenizer_from_json(text)
-        if storage.run.writes:
-            save_tokenizer(tokenizer, run.tokenizer)
+        if storage.run.writes:  # this node's copy and record, as the main process's
+            save_tokenizer(tokenizer, run.tokenizer, kept)
+        if noted is not None:
+            stages.note("tokenizer", noted)
     return tokenizer
 
 

@@ -27,13 +27,14 @@ from t2.model.interface import takes
 from t2.registry import ATTENTION
 
 Tensor = torch.Tensor
-CALL = ("q", "k", "v", "key_padding", "causal", "dropout_p")  # and bias=, as attention calls
+CALL = ("q", "k", "v", "key_padding", "causal", "dropout_p", "bias")  # as attention calls
 
 
 def kernel_named(name: str) -> Callable[..., Tensor]:
-    """The kernel registered as `name`, checked to take the call attention makes."""
+    """The kernel registered as `name`, checked to take the call attention makes: with the
+    values term too where its facts say it takes one (Shaw's relative positions)."""
     kernel = ATTENTION.get(name)
-    takes(ATTENTION, name, kernel, *CALL, bias=None)
+    takes(ATTENTION, name, kernel, *CALL, *(("values",) if ATTENTION.facts(name).values else ()))
     return kernel
 
 
