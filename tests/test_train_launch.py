@@ -3,10 +3,19 @@ and torchrun's restarts turned into a resume."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from t2.errors import ConfigError
 from t2.train.launch import (
     adopt_slurm,
+    device_index,
     elastic_restart,
     first_host,
     resume_after_restart,
@@ -22,6 +31,7 @@ SRUN = {
     "SLURM_LOCALID": "1",
     "SLURM_NODEID": "1",
     "SLURM_NTASKS": "8",
+    "SLURM_STEP_ID": "0",
     "SLURM_STEP_NUM_TASKS": "8",
     "SLURM_JOB_NODELIST": "gpu[07-08]",
     "SLURM_STEP_NODELIST": "gpu[07-08]",
@@ -42,18 +52,76 @@ def test_srun_tasks_become_torch_distributed_variables():
     assert slurm_world({**SRUN, "MASTER_PORT": "29500"})["MASTER_PORT"] == "29500"
 
 
+# what each way of starting python under SLURM leaves in its environment: (the variables
+# beside the job's, whether the tasks form one job)
+STEPS = {
+    # srun -n 8 python train.py in a batch script
+    "srun-in-sbatch": ({}, True),
+    # srun -n 2 python train.py in salloc's shell: the job is named after the shell
+    "srun-in-salloc": (
+        {"SLURM_JOB_NAME": "interactive", "SLURM_NTASKS": "2", "SLURM_STEP_NUM_TASKS": "2"},
+        True,
+    ),
+    "srun-in-salloc-bash": ({"SLURM_JOB_NAME": "bash"}, True),
+    # an srun older than SLURM_STEP_NUM_TASKS: the step's SLURM_NTASKS
+    "srun-without-step-num-tasks": ({"SLURM_STEP_NUM_TASKS": None}, True),
+    # python train.py in a batch script of --ntasks=8: the batch step is no srun step
+    "python-in-sbatch": ({"SLURM_STEP_ID": None, "SLURM_STEP_NUM_TASKS": None}, False),
+    # python train.py in salloc's shell (SLURM_PROCID where the shell is a step of its own)
+    "python-in-salloc": (
+        {"SLURM_JOB_NAME": "interactive", "SLURM_STEP_ID": None, "SLURM_STEP_NUM_TASKS": None},
+        False,
+    ),
+    # srun --pty bash, then python train.py: a step of one task
+    "python-in-srun-pty": (
+        {"SLURM_JOB_NAME": "bash", "SLURM_NTASKS": "1", "SLURM_STEP_NUM_TASKS": "1"},
+        False,
+    ),
+    # torchrun (one per node, under srun) set its own
+    "torchrun-in-srun": ({"WORLD_SIZE": "8"}, False),
+    "not-under-slurm": ({"SLURM_PROCID": None}, False),
+}
+
+
+@pytest.mark.parametrize("case", STEPS)
+def test_the_tasks_of_an_srun_step_of_several_form_one_job_and_nothing_else(case):
+    change, forms = STEPS[case]
+    env = {k: v for k, v in {**SRUN, **change}.items() if v is not None}
+    world = slurm_world(env)
+    assert (world is not None) == forms
+    if forms:
+        assert world["WORLD_SIZE"] == env["SLURM_NTASKS"]
+
+
 @pytest.mark.parametrize(
-    "change",
+    ("local", "devices", "device"),
     [
-        {"WORLD_SIZE": "8"},  # torchrun (one per node, under srun) set its own
-        {"SLURM_NTASKS": "1", "SLURM_STEP_NUM_TASKS": "1"},  # a single task
-        {"SLURM_JOB_NAME": "bash"},  # a shell in an allocation: one python, one process
+        (5, 1, 0),  # srun --gpus-per-task=1: the task's one GPU, whatever its local id
+        (0, 1, 0),
+        (5, 8, 5),  # the node's 8 GPUs, shared by its tasks: the local id's
+        (1, 0, 1),  # no GPU (gloo on CPUs): the local id
     ],
-    ids=["launcher", "one-task", "interactive"],
 )
-def test_a_process_not_started_as_one_of_several_srun_tasks_is_left_alone(change):
-    assert slurm_world({**SRUN, **change}) is None
-    assert slurm_world({k: v for k, v in SRUN.items() if k != "SLURM_PROCID"}) is None
+def test_a_task_takes_the_gpu_it_sees(local, devices, device):
+    assert device_index(local, devices) == device
+    env = {**SRUN, "SLURM_LOCALID": str(local)}
+    assert slurm_world(env, devices)["LOCAL_RANK"] == str(device)
+
+
+def test_a_task_with_a_local_id_beyond_the_gpus_it_sees_is_one_line():
+    with pytest.raises(ConfigError, match=r"^SLURM task 5 of its node sees 4 GPUs: start one"):
+        device_index(5, 4)
+
+
+def test_adopting_srun_counts_the_gpus_the_task_sees(monkeypatch):
+    """What Accelerate reads: with one visible GPU, LOCAL_RANK 0 puts DDP on cuda:0, not on
+    cuda:SLURM_LOCALID (which this task cannot see: "invalid device ordinal")."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    env = dict(SRUN)  # SLURM_LOCALID 1
+    adopt_slurm(env)
+    assert env["LOCAL_RANK"] == "0" and env["LOCAL_WORLD_SIZE"] == "4"
 
 
 def test_adopting_srun_sets_the_environment_and_the_first_task_says_so():
@@ -93,36 +161,100 @@ def test_a_restarted_worker_resumes_from_the_latest_checkpoint():
     assert resume_after_restart("3", 2) == "latest"  # step 3 was taken by the first start
 
 
-def test_the_sbatch_script_runs_one_torchrun_per_node_with_a_rendezvous_at_the_first(tmp_path):
-    """examples/slurm/train.sbatch under bash, with stand-ins for srun (which records what
-    it is given) and scontrol: the torchrun it starts parses with torch's own parser."""
-    import subprocess
-    from pathlib import Path
+SBATCH = Path(__file__).resolve().parent.parent / "examples" / "slurm" / "train.sbatch"
+# stand-ins: srun records each call (SRUN_CPUS_PER_TASK, then its arguments) and runs the
+# command it is given, torchrun aside; scontrol lists the job's nodes
+SRUN_STUB = r"""#!/bin/sh
+{ printf 'SRUN_CPUS_PER_TASK=%s\n' "${SRUN_CPUS_PER_TASK-}"; printf '%s\n' "$@" --; } >> LOG
+case " $* " in *" torchrun "*) exit 0 ;; esac
+while [ "${1#-}" != "$1" ]; do shift; done
+exec "$@"
+"""
+SCONTROL_STUB = """#!/bin/sh
+[ "$1 $2" = "show hostnames" ] || exit 1
+printf 'gpu07\\ngpu08\\n'
+[ MORE -gt 0 ] || exit 0
+sleep 0.5  # head -n 1 has read the first line and gone
+seq -f 'gpu%05g' 1 MORE  # the rest of a long list: a pipe's buffer (64 KiB) full
+"""
 
-    from torch.distributed.run import get_args_parser
 
-    script = Path(__file__).resolve().parent.parent / "examples" / "slurm" / "train.sbatch"
-    header = [line for line in script.read_text().splitlines() if line.startswith("#SBATCH")]
-    assert {"#SBATCH --signal=USR1@120", "#SBATCH --requeue"} <= set(header)
+def run_sbatch(tmp_path: Path, *args: str, more: int = 0, **env: str) -> list[list[str]]:
+    """examples/slurm/train.sbatch under bash with the stand-ins on PATH: srun's calls, each
+    as [SRUN_CPUS_PER_TASK=..., its arguments...]."""
     fake = tmp_path / "bin"
-    fake.mkdir()
-    hostnames = 'if [ "$1 $2" = "show hostnames" ]; then printf "gpu07\\ngpu08\\n"; fi'
-    (fake / "scontrol").write_text(f"#!/bin/sh\n{hostnames}\n")
-    (fake / "srun").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / "srun"}\n')
+    fake.mkdir(parents=True)
+    log = tmp_path / "srun.log"
+    (fake / "srun").write_text(SRUN_STUB.replace("LOG", str(log)))
+    (fake / "scontrol").write_text(SCONTROL_STUB.replace("MORE", str(more)))
     for tool in fake.iterdir():
         tool.chmod(0o755)
-    env = {
+    (fake / "python3").symlink_to(sys.executable)
+    job = {
         "PATH": f"{fake}:/usr/bin:/bin",
-        **{k: SRUN[k] for k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST")},
-        **{"SLURM_JOB_NUM_NODES": "2", "SLURM_GPUS_ON_NODE": "8"},
+        "SLURM_JOB_ID": "123456",
+        "SLURM_JOB_NODELIST": "gpu[07-08]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_GPUS_ON_NODE": "8",
+        "SLURM_CPUS_PER_TASK": "32",
     }
-    extra = ["big", "runs/big", "--set", "train.max_steps=10"]
-    subprocess.run(["bash", str(script), *extra], env=env, check=True, timeout=60)
-    given = (tmp_path / "srun").read_text().splitlines()
-    assert given[:2] == ["--kill-on-bad-exit=1", "torchrun"]
-    args = get_args_parser().parse_args(given[2:])
-    assert (args.nnodes, args.nproc_per_node, args.rdzv_endpoint) == ("2", "8", "gpu07:18456")
+    done = subprocess.run(
+        ["bash", str(SBATCH), *args], env={**job, **env}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return [call.strip("\n").split("\n") for call in log.read_text().split("\n--\n")[:-1]]
+
+
+def torchrun_args(calls: list[list[str]]) -> Any:
+    """The torchrun that the last srun call starts, parsed by torch's own parser."""
+    from torch.distributed.run import get_args_parser
+
+    assert calls[-1][1:3] == ["--kill-on-bad-exit=1", "torchrun"]
+    return get_args_parser().parse_args(calls[-1][3:])
+
+
+def test_the_sbatch_script_runs_one_torchrun_per_node_with_a_rendezvous_at_the_first(tmp_path):
+    header = [line for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH")]
+    assert {"#SBATCH --signal=USR1@120", "#SBATCH --requeue"} <= set(header)
+    subprocess.run(["bash", "-n", str(SBATCH)], check=True)  # its syntax
+    calls = run_sbatch(tmp_path, "big", "runs/big", "--set", "train.max_steps=10")
+    args = torchrun_args(calls)
+    assert (args.nnodes, args.nproc_per_node) == ("2", "8")
+    assert args.rdzv_endpoint.startswith("gpu07:")
     assert (args.rdzv_id, args.max_restarts, args.training_script) == ("123456", 3, "train.py")
     assert "SIGUSR1" in args.signals_to_handle.split(",") and args.shutdown_timeout < 120
     wanted = ["--recipe", "big", "--out", "runs/big", "--wandb", "offline", "--resume"]
     assert args.training_script_args == [*wanted, "--set", "train.max_steps=10"]
+
+
+def test_the_sbatch_script_gives_sruns_tasks_the_jobs_cpus(tmp_path):
+    """Slurm >= 22.05: srun reads --cpus-per-task from SRUN_CPUS_PER_TASK, not the job's."""
+    calls = run_sbatch(tmp_path)
+    assert calls[-1][0] == "SRUN_CPUS_PER_TASK=32"
+
+
+def test_the_sbatch_script_finds_the_first_node_of_a_long_list(tmp_path):
+    """20,002 nodes: `scontrol show hostnames | head -n 1` under pipefail ended the script
+    (scontrol killed by SIGPIPE once head had its line)."""
+    calls = run_sbatch(tmp_path, more=20000)
+    assert torchrun_args(calls).rdzv_endpoint.startswith("gpu07:")
+
+
+def test_the_sbatch_script_takes_a_port_that_another_job_on_its_first_node_does_not_hold(
+    tmp_path,
+):
+    """Job 123456 while job 113456, 10000 ids before it, holds 15000 + id % 10000 on the
+    same first node: the port is one the first node's kernel gives (a bind to port 0, run
+    there by srun), not the one derived from the job id."""
+    derived = 15000 + 123456 % 10000
+    with socket.socket() as other:
+        with contextlib.suppress(OSError):  # held already: by another program, as well
+            other.bind(("", derived))
+            other.listen()
+        calls = run_sbatch(tmp_path)
+    port = int(torchrun_args(calls).rdzv_endpoint.removeprefix("gpu07:"))
+    assert port != derived and 1024 <= port < 65536
+    pick = calls[0][1:]
+    assert pick[:4] == ["--nodes=1", "--ntasks=1", "--cpus-per-task=1", "--nodelist=gpu07"]
+    given = run_sbatch(tmp_path / "set", MASTER_PORT="29500")  # the user's own: no srun
+    assert len(given) == 1 and torchrun_args(given).rdzv_endpoint == "gpu07:29500"

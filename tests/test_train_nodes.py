@@ -82,11 +82,25 @@ def test_processes_agree_on_the_checkpoint_to_resume_from(tmp_path):
     assert common_checkpoint(fresh, None, _TwoProcesses(([], None)), named=False) is None
 
 
+class _OnHosts:
+    """Waits of a job whose processes, in rank order, run on `hosts` (Waits.gather)."""
+
+    group = "gloo"
+
+    def __init__(self, *hosts: str) -> None:
+        self.hosts = list(hosts)
+
+    def gather(self, value: object) -> list[object]:
+        return self.hosts
+
+
 def test_the_writers_of_a_folder_when_the_setting_says_it():
-    two = _TwoProcesses()
-    assert detect(ROOT, True, two, rank=1, local_rank=0) == Sharing(writes=False, shared=True)
-    assert detect(ROOT, False, two, rank=1, local_rank=0) == Sharing(writes=True, shared=False)
-    assert detect(ROOT, False, two, rank=3, local_rank=1) == Sharing(writes=False, shared=False)
+    assert detect(ROOT, True, _TwoProcesses(), rank=1) == Sharing(writes=False, shared=True)
+    # false: the first process of each host, also where every task's LOCAL_RANK is 0 (srun
+    # --gpus-per-task=1: each task's one GPU is its device 0)
+    hosts = _OnHosts("gpu07", "gpu07", "gpu08", "gpu08")
+    writers = [detect(ROOT, False, hosts, rank=rank) for rank in range(4)]
+    assert writers == [Sharing(writes=w, shared=False) for w in (True, False, True, False)]
     with pytest.raises(ConfigError, match="train.shared_filesystem must be true, false or auto"):
         TrainConfig(shared_filesystem="nfs")
 
@@ -132,6 +146,8 @@ def srun_env(rank: int, port: int) -> dict[str, str]:
         "SLURM_PROCID": str(rank),
         "SLURM_LOCALID": str(rank),
         "SLURM_NTASKS": "2",
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEP_NUM_TASKS": "2",
         "SLURM_NODEID": "0",
         "SLURM_JOB_NODELIST": "localhost",
         "SLURM_TASKS_PER_NODE": "2",

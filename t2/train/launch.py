@@ -5,9 +5,19 @@ group exists: SLURM's `srun` (one task per GPU) and torchrun's elastic restarts.
 turned into the ones torch.distributed and Accelerate read (RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT), as Lightning's SLURMEnvironment
 and torchtitan's SLURM launcher do: the rendezvous host is the first of the step's nodes,
-the port derived from the job id unless MASTER_PORT is set. A process that torchrun or
-`accelerate launch` started (WORLD_SIZE set) keeps their variables; so does an interactive
-shell in an allocation (`salloc`, `srun --pty bash`), where one python is one process.
+the port derived from the job id unless MASTER_PORT is set.
+
+A process is one of several tasks when it runs in a step of more than one task: srun
+sets SLURM_STEP_NUM_TASKS (SLURM_STEP_ID and SLURM_NTASKS before it), in `sbatch` and in
+`salloc` alike, whatever the job's name. A batch script or an allocation's shell runs in
+no such step (SLURM_PROCID and SLURM_NTASKS describe the job there, not a step), and
+`srun --pty bash` is a step of one task: a `python` started there is one process. A
+process that torchrun or `accelerate launch` started (WORLD_SIZE set) keeps their
+variables.
+
+LOCAL_RANK is the GPU a process takes: Accelerate places the model and builds DDP on
+`cuda:LOCAL_RANK`. A task of `srun --gpus-per-task=1` sees one GPU, device 0, whatever
+its SLURM_LOCALID; tasks that share a node's GPUs take the one of their local id.
 """
 
 from __future__ import annotations
@@ -16,18 +26,41 @@ import os
 import re
 from collections.abc import Mapping, MutableMapping
 
-INTERACTIVE = ("bash", "interactive")  # SLURM_JOB_NAME of a shell in an allocation
+from t2.errors import ConfigError
+
 PORT_BASE = 15000  # MASTER_PORT = PORT_BASE + the job id's last 4 digits (as Lightning)
 
 
-def slurm_world(env: Mapping[str, str]) -> dict[str, str] | None:
+def step_tasks(env: Mapping[str, str]) -> int:
+    """The tasks of the srun step this process runs in (0: in no step, as a batch script
+    or an allocation's shell)."""
+    if "SLURM_STEP_NUM_TASKS" in env:
+        return int(env["SLURM_STEP_NUM_TASKS"] or 1)
+    if "SLURM_STEP_ID" in env:  # a step whose srun predates SLURM_STEP_NUM_TASKS
+        return int(env.get("SLURM_NTASKS") or 1)
+    return 0
+
+
+def device_index(local: int, devices: int) -> int:
+    """The GPU of the task with local id `local` that sees `devices` GPUs (none: its local
+    id, which names no device then)."""
+    if devices == 1:  # srun --gpus-per-task=1: each task's own GPU is its device 0
+        return 0
+    if devices == 0 or local < devices:
+        return local
+    raise ConfigError(
+        f"SLURM task {local} of its node sees {devices} GPUs: start one task per GPU "
+        f"(srun --ntasks-per-node={devices}, or --gpus-per-task=1)"
+    )
+
+
+def slurm_world(env: Mapping[str, str], devices: int = 0) -> dict[str, str] | None:
     """torch.distributed's variables for a task that `srun` started as one of several, or
-    None (not under srun, a single task, or a launcher already set them)."""
+    None (not in a step of several tasks, or a launcher already set them). `devices`: the
+    GPUs this task sees."""
     if "WORLD_SIZE" in env or "SLURM_PROCID" not in env:
         return None
-    if env.get("SLURM_JOB_NAME") in INTERACTIVE:
-        return None
-    tasks = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or 1)
+    tasks = step_tasks(env)
     if tasks <= 1:
         return None
     nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
@@ -35,10 +68,11 @@ def slurm_world(env: Mapping[str, str]) -> dict[str, str] | None:
     node = int(env.get("SLURM_NODEID", "0"))
     per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
     job = env.get("SLURM_JOB_ID", "0")
+    local = int(env.get("SLURM_LOCALID", "0"))
     return {
         "RANK": env["SLURM_PROCID"],
         "WORLD_SIZE": str(tasks),
-        "LOCAL_RANK": env.get("SLURM_LOCALID", "0"),
+        "LOCAL_RANK": str(device_index(local, devices)),
         "LOCAL_WORLD_SIZE": str(tasks_on_node(per_node, node) or tasks),
         "GROUP_RANK": str(node),
         "MASTER_ADDR": env.get("MASTER_ADDR") or first_host(nodes) or "127.0.0.1",
@@ -49,7 +83,9 @@ def slurm_world(env: Mapping[str, str]) -> dict[str, str] | None:
 def adopt_slurm(env: MutableMapping[str, str] = os.environ) -> str | None:
     """Set torch.distributed's variables from srun's (slurm_world); a line that says so on
     the first task, None elsewhere or when there is nothing to adopt."""
-    world = slurm_world(env)
+    import torch  # the GPUs this task sees (CUDA_VISIBLE_DEVICES), without starting CUDA
+
+    world = slurm_world(env, torch.cuda.device_count())
     if world is None:
         return None
     env.update(world)

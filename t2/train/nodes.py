@@ -3,7 +3,9 @@
 A folder (the run directory, the data cache) is written by one process of each group of
 processes that see the same folder: the lowest-ranked of them. On a shared filesystem
 that is the main process of the whole job, and the others read what it wrote; on
-node-local disks (cloud instances, Kubernetes pods) it is each node's first process, so
+node-local disks (cloud instances, Kubernetes pods) it is each node's first process (the
+lowest-ranked on its host: LOCAL_RANK names a GPU, 0 on every task of `srun
+--gpus-per-task=1`, not the first process of a node), so
 that every node has its own data cache and its own copy of the run, checkpoints
 included: a resuming process reads them where it runs.
 
@@ -18,6 +20,7 @@ file with the job's token in the folder, and every process lists the markers it 
 from __future__ import annotations
 
 import secrets
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,15 +48,16 @@ class Sharing:
     shared: bool
 
 
-def detect(folder: Path, setting: bool | str, waits: Waits, rank: int, local_rank: int) -> Sharing:
+def detect(folder: Path, setting: bool | str, waits: Waits, rank: int) -> Sharing:
     """The writers of `folder` by train.shared_filesystem (`setting`): with auto, each
     group of processes that see the same folder (the markers they see) writes it once."""
     if waits.group is None:
         return Sharing(writes=True, shared=True)
     if setting is True:
         return Sharing(writes=rank == 0, shared=True)
-    if setting is False:
-        return Sharing(writes=local_rank == 0, shared=False)
+    if setting is False:  # the lowest-ranked process of each host
+        hosts = waits.gather(socket.gethostname())
+        return Sharing(writes=hosts.index(hosts[rank]) == rank, shared=False)
     assert setting == AUTO, setting
     token = waits.from_main(secrets.token_hex(8) if rank == 0 else None)
     folder.mkdir(parents=True, exist_ok=True)
@@ -92,11 +96,10 @@ class Storage:
 
 def detect_storage(cfg: Any, run: RunDir, waits: Waits, accelerator: Any) -> Storage:
     """Who writes `run` and the data cache of `cfg` (train.shared_filesystem)."""
-    rank, local = accelerator.process_index, accelerator.local_process_index
-    setting = cfg.train.shared_filesystem
+    rank, setting = accelerator.process_index, cfg.train.shared_filesystem
     return Storage(
-        detect(run.path, setting, waits, rank, local),
-        detect(cache_root(cfg.data), setting, waits, rank, local),
+        detect(run.path, setting, waits, rank),
+        detect(cache_root(cfg.data), setting, waits, rank),
     )
 
 
