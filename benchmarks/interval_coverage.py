@@ -26,8 +26,8 @@ delta when the test set's own part is large.)
 Intervals compared, each at 95%:
 - `bootstrap (old)`: t2's seeds x sentences bootstrap until issue 52, as the normal
   interval on its closed-form variance (rows / n + columns / m + interaction / nm, which
-  tests/test_experiments_bootstrap.py showed the BCa bootstrap's variance equals): BCa
-  itself is too slow to simulate here, and bends this interval little.
+  the BCa bootstrap's variance matched in t2's own test of it): BCa itself is too slow to
+  simulate here, and did worse (issue 52: 70.5% at 3 seeds where this gives 76-79%).
 - `paired t`: Student's t over the per-seed corpus differences, n - 1 df.
 - `t(n-1), + sentence bootstrap`: t(n - 1) * sqrt(s^2 / n + the variance of the mean over
   a bootstrap of the sentences with every seed kept), the issue's first candidate.
