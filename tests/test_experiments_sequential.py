@@ -52,9 +52,9 @@ def _crossed(diffs: np.ndarray, looks: tuple[int, ...], adjusted: bool) -> float
         d = diffs[:, : look.seeds]
         se = d.std(axis=1, ddof=1) / np.sqrt(look.seeds)
         if adjusted:
-            half = repeated_half_width(se, look.seeds, look)
+            half = repeated_half_width(se, look.seeds - 1, look)
         else:
-            half = repeated_half_width(se, look.seeds, planned_looks((look.seeds,), 0.05)[0])
+            half = repeated_half_width(se, look.seeds - 1, planned_looks((look.seeds,), 0.05)[0])
         crossed |= np.abs(d.mean(axis=1)) > half
     return float(crossed.mean())
 

@@ -137,10 +137,10 @@ def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
     assert "holds 0" in text and "| 1 | 200 |" in text and "| 2 | 200 |" in text
     assert "Stouffer's z = +" in text and "2 better, 0 worse" in text
     assert "pooled (conditional on these seeds)" in text
-    default = Reading("default", Rule())  # reads the bootstrap over seeds and sentences
+    default = Reading("default", Rule())  # reads t over seeds and sentences
     text = paired_section("base", runs, [*same_sign, default, *paired])  # the last rule heads
     assert "- planned: **not distinguishable at this budget**" in text
-    assert "(bootstrap over 2 seeds x 200 sentences, BCa, 95% level)" in text
+    assert "(t over 2 seeds and their test sentences, 1 df (standard error of seeds" in text
     assert "### arm vs base: not distinguishable at this budget (rule; planned: not " in text
     held = paired_section("base", runs, paired, held="the plan changed: see Plan")
     assert "### arm vs base: no verdict (the plan changed: see Plan)\n" in held

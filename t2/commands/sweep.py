@@ -8,7 +8,7 @@ version) and its hash in DIR/plan.json, and every run's meta.json carries the ha
 arm x seed without a finished run is trained in turn into DIR/ARM/seed-S (an interrupted
 run resumes, so the sweep continues where it stopped), then DIR/report.md compares the
 arms: mean ± sd over seeds, the difference to the baseline arm with intervals paired by
-seed (for test figures, a bootstrap over seeds and sentences), sacreBLEU's paired tests
+seed (for test figures, Student's t over seeds and sentences), sacreBLEU's paired tests
 per seed pooled with their direction (conditional on these seeds), and the verdict under
 the plan's rule, at its planned looks or with every run in. A sweep file that states
 another plan than the recorded one trains nothing, and its report gives no verdict,

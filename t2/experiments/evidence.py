@@ -2,13 +2,13 @@
 seeds they share, with its intervals.
 
 The headline interval counts both sources of noise where it can: for a test figure whose
-runs kept their test translations (test BLEU, test chrF), the bootstrap over seeds and
-sentences (t2.experiments.bootstrap, BCa); for any other figure, Student's paired t over
-seeds (t2.experiments.seeds). At a planned look (t2.experiments.sequential) the interval is
-the repeated confidence interval: the difference plus or minus Student's t quantile at the
-look's nominal level (n - 1 degrees of freedom) times the headline's standard error (the
-bootstrap's, or the paired differences' s / sqrt(n)), which reaches the extreme levels of
-early looks that a bootstrap of a few thousand resamples cannot.
+runs kept their test translations (test BLEU, test chrF), Student's t over seeds and
+sentences, t(n - 1) sqrt(s^2 / n + the sentence-only variance) (t2.experiments.twoway); for
+any other figure, Student's paired t over seeds (t2.experiments.seeds). At a planned look
+(t2.experiments.sequential) the interval is the repeated confidence interval: the
+difference plus or minus Student's t quantile at the look's nominal level (n - 1 degrees
+of freedom) times the headline's standard error, the same statistic the fixed design
+reads, so every path to a verdict keeps its level (benchmarks/interval_coverage.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from t2.experiments.bootstrap import shared_outputs, two_level
+from t2.experiments.bootstrap import shared_outputs
 from t2.experiments.metrics import Metric, by_seed, runs_by_seed
 from t2.experiments.runs import Run
 from t2.experiments.seeds import OverSeeds, over_seeds
 from t2.experiments.sequential import Look, repeated_half_width
+from t2.experiments.twoway import Parts, seeds_and_sentences
 
 
 @dataclass(frozen=True)
@@ -59,15 +60,24 @@ class Evidence:
         """Paired t over seeds (Welch's when they share none)."""
         return over_seeds(self.arm, self.base, level)
 
-    def two_level(self, level: float) -> Span | None:
-        """The bootstrap over seeds and sentences at `level`; None without test outputs
+    def parts(self) -> Parts | None:
+        """The mean difference's seed and sentence variance; None without test outputs
         for two seeds or more."""
         if self.outputs is None:
             return None
-        found = two_level(*self.outputs, self.metric.sentences, level)  # type: ignore[arg-type]
-        return (
-            None if found is None else Span(found.diff, found.low, found.high, level, found.method)
+        return seeds_and_sentences(*self.outputs, self.metric.sentences)  # type: ignore[arg-type]
+
+    def two_level(self, level: float) -> Span | None:
+        """Student's t over seeds and sentences at `level`; None without test outputs for
+        two seeds or more."""
+        if (parts := self.parts()) is None:
+            return None
+        half = float(parts.half_width(level))
+        method = (
+            f"t over {parts.df + 1} seeds and their test sentences, {parts.df} df (standard "
+            f"error of seeds {parts.seeds**0.5:.2g}, of sentences {parts.sentences**0.5:.2g})"
         )
+        return Span(parts.diff, parts.diff - half, parts.diff + half, level, method)
 
     def headline(self, level: float) -> Span | None:
         """The interval at `level` that counts every source of noise it can; None with
@@ -80,24 +90,24 @@ class Evidence:
         method = f"{over.method} over {over.n} seeds"
         return Span(over.t.diff, over.t.low, over.t.high, level, method)  # type: ignore[arg-type]
 
-    def standard_error(self) -> tuple[float, str] | None:
-        """The headline's standard error of the difference and where it comes from."""
-        if self.outputs is not None:
-            found = two_level(*self.outputs, self.metric.sentences, 0.95)  # type: ignore[arg-type]
-            if found is not None:
-                return found.standard_error, found.method
+    def standard_error(self) -> tuple[float, int, str] | None:
+        """The headline's standard error of the difference, its degrees of freedom and
+        where it comes from."""
+        if (parts := self.parts()) is not None:
+            return float(parts.standard_error), parts.df, "t over seeds and sentences"
         if self.n < 2:
             return None
-        return statistics.stdev(self.diffs) / math.sqrt(self.n), f"paired t over {self.n} seeds"
+        se = statistics.stdev(self.diffs) / math.sqrt(self.n)
+        return se, self.n - 1, f"paired t over {self.n} seeds"
 
     def repeated(self, look: Look) -> Span | None:
         """The look's repeated confidence interval, at its nominal level."""
         found = self.standard_error()
         if found is None:
             return None
-        se, source = found
+        se, df, source = found
         diff = statistics.fmean(self.diffs)
-        half = repeated_half_width(se, self.n, look)
+        half = float(repeated_half_width(se, df, look))
         method = (
             f"repeated interval at look {look.index} of {look.of}, standard error of the {source}"
         )

@@ -31,6 +31,7 @@ DECISION_MODULES = (
     "decisions",
     "sequential",
     "bootstrap",
+    "twoway",
     "seeds",
     "stats",
     "significance",

@@ -30,8 +30,6 @@ import numpy as np
 import scipy.stats
 from scipy.optimize import brentq
 
-from t2.experiments.stats import t_quantile
-
 CDF_ERROR = 1e-5  # the absolute error scipy's multivariate normal CDF is asked for
 CDF_SEED = 0
 
@@ -99,11 +97,13 @@ class Look:
         )
 
 
-def repeated_half_width(se: Any, seeds: int, look: Look) -> Any:
+def repeated_half_width(se: Any, df: Any, look: Look) -> Any:
     """Half the width of a look's repeated confidence interval: Student's t quantile at
-    its nominal level, seeds - 1 degrees of freedom, times the standard error `se` (a
-    number or an array of them)."""
-    return t_quantile(1.0 - look.alpha / 2.0, seeds - 1) * se
+    its nominal level on the standard error's `df` degrees of freedom, times the standard
+    error `se` (numbers, or arrays of them). The boundaries are for normal statistics; a
+    t statistic on few degrees of freedom read against them crosses too often, so each
+    look's level is carried over to the t distribution instead."""
+    return scipy.stats.t.ppf(1.0 - look.alpha / 2.0, df) * se
 
 
 def planned_looks(looks: tuple[int, ...], alpha: float) -> list[Look]:

@@ -1,24 +1,21 @@
 """What a power plan measures from finished runs: the seed-to-seed spread of a figure
 (of the per-seed differences to the baseline when arms share seeds, else of one arm's
 seeds, pooled over arms) and, for a test figure whose runs kept their translations, the
-test set's own sampling variance of the mean difference (scipy's bootstrap over its
-sentences with every seed kept), which more seeds do not reduce."""
+test set's own sampling variance of the mean difference (the headline interval's
+sentence-only part, t2.experiments.twoway), which more seeds do not reduce."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
-import scipy.stats
 
-from t2.experiments.bootstrap import MeanDifference, corpus_score, sentence_stats, shared_outputs
+from t2.experiments.bootstrap import shared_outputs
 from t2.experiments.metrics import Metric, by_seed, runs_by_seed
 from t2.experiments.runs import Run
 from t2.experiments.stats import sd
-
-FLOOR_RESAMPLES = 200  # a variance needs far fewer resamples than an interval's ends
+from t2.experiments.twoway import seeds_and_sentences
 
 
 @dataclass(frozen=True)
@@ -72,26 +69,14 @@ def paired_spread(runs: dict[str, list[Run]], baseline: str, metric: Metric) -> 
 
 
 def test_set_floor(runs: dict[str, list[Run]], baseline: str, metric: Metric) -> float | None:
-    """The test set's sampling variance of the mean difference: scipy's bootstrap over
-    its sentences with every shared seed kept, averaged over the arms; None without test
-    outputs for two seeds."""
+    """The test set's own variance of the mean difference, which more seeds do not reduce:
+    the sentence-only part of the headline's variance (t2.experiments.twoway), averaged over
+    the arms; None without test outputs for two seeds."""
     found = []
     for arm, rs in runs.items():
         if arm == baseline or not metric.sentences:
             continue
         shared = shared_outputs(runs_by_seed(rs, metric), runs_by_seed(runs[baseline], metric))
-        if shared is None:
-            continue
-        sides = [np.stack([sentence_stats(p, metric.sentences) for p in side]) for side in shared]
-        statistic = MeanDifference(*sides, corpus_score(metric.sentences))
-        every = np.arange(sides[0].shape[0])
-        result = scipy.stats.bootstrap(
-            (np.arange(sides[0].shape[1]),),
-            partial(statistic, every),
-            vectorized=False,
-            n_resamples=FLOOR_RESAMPLES,
-            method="percentile",
-            rng=np.random.default_rng(0),
-        )
-        found.append(float(result.standard_error) ** 2)
+        if shared is not None:
+            found.append(seeds_and_sentences(*shared, metric.sentences).sentences)
     return float(np.mean(found)) if found else None

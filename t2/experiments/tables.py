@@ -1,7 +1,7 @@
 """The report's results tables: per figure and arm, n, mean ± sd over seeds, and the
 difference to the baseline with two intervals: Student's paired t over seeds
-(t2.experiments.seeds), and for a test figure whose runs kept their translations, the
-bootstrap over seeds and sentences (t2.experiments.bootstrap), which counts both sources
+(t2.experiments.seeds), and for a test figure whose runs kept their translations,
+Student's t over seeds and sentences (t2.experiments.twoway), which counts both sources
 of noise and is the one the word reads where it exists (t2.experiments.evidence)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from t2.experiments.stats import LEVEL, bracket, mean, sd
 
 
 def difference_cells(evidence: Evidence, interim: bool) -> list[str]:
-    """Δ, the paired t interval, the seeds x sentences bootstrap and the word: "within
+    """Δ, the paired t interval, the t over seeds x sentences and the word: "within
     noise" when the headline interval contains zero, better or worse (bold) only when it
     does not, and no word at all at an interim look."""
     metric, digits = evidence.metric, evidence.metric.digits
@@ -58,7 +58,7 @@ def metric_table(
         "mean ± sd",
         f"Δ vs {baseline}",
         f"paired t, {LEVEL:.0%}",
-        f"bootstrap over seeds x sentences, {LEVEL:.0%} (BCa)",
+        f"t over seeds x sentences, {LEVEL:.0%}",
         "verdict",
     ]
     lines = [f"### {metric.title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
