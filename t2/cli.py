@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
@@ -85,12 +86,17 @@ def load_plugins_first(argv: list[str]) -> None:
     early.add_argument("--checkpoint", nargs="+", default=[])
     known, _ = early.parse_known_args(argv)
     load_plugins(known.plugin)
-    folders = [path for path in known.checkpoint if os.path.isdir(path)]
+    folders = [Path(path) for path in known.checkpoint if os.path.isdir(path)]
     if folders:
-        from t2.rundir import is_run_or_checkpoint, load_kept
+        from t2.errors import CheckpointError
+        from t2.formats.choose import format_of, import_kept
 
-        for folder in folders:  # a run's own copies; an export's only if trusted
-            load_kept(folder, is_run_or_checkpoint(folder) or known.trust_plugins)
+        for folder in folders:  # trust as the opener decides it: from the folder's format
+            try:
+                fmt = format_of(folder)
+            except CheckpointError:
+                continue  # no model folder, or several: the verb's opener says so
+            import_kept(folder, fmt, known.trust_plugins)
 
 
 def build_parser() -> Parser:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 from t2.errors import CheckpointError, ConfigError
 from t2.formats.base import ModelFormat, Opened
-from t2.formats.choose import format_of, hub_files
+from t2.formats.choose import format_of, hub_files, import_kept
 from t2.formats.options import engine_names
 from t2.hub.download import locate
-from t2.rundir import load_kept
 from t2.serve import PRECISIONS
 
 
@@ -82,7 +81,7 @@ def open_model(
     `engine` (t2 or ct2, optional) only checks that the folder is one it reads;
     `trust_plugins`: an exported folder's plugin code may run (t2.rundir.plugins)."""
     path = _local_or_hub(target, revision, cache_dir)
-    fmt = format_of(path)
+    fmt = format_of(path)  # a hub snapshot is never a run folder (t2.formats.choose)
     _check(fmt, engine, average_last, precision, workers, target)
-    load_kept(path, fmt.own_plugins or trust_plugins)  # the code its config's names need
+    import_kept(path, fmt, trust_plugins)  # the code its config's names need
     return fmt.load(path, device, precision, workers, average_last)

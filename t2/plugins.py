@@ -3,10 +3,13 @@
 A plugin is a Python file or an importable module that registers components with the
 decorators t2's own use (`@NORM.register(...)`, `t2.registry.register(kind, name, facts)`).
 It is imported when given: `--plugin PATH_OR_MODULE` on the command line (t2.cli imports
-them before it builds the parser, whose choices are the registries' names), a recipe's
-`plugins:`, a sweep file's, or `load_plugins` from Python. Nothing else is imported, so
-`t2 --help` loads no torch. Installed packages offer theirs through entry points instead
-(t2.registry: the names are known without an import).
+them before it builds the parser, whose choices are the registries' names), or
+`load_plugins` from Python. Nothing else is imported, so `t2 --help` loads no torch. A
+YAML file's `plugins:` (a recipe's, a sweep file's) is code named by a file that may have
+been downloaded: it is imported only with `--trust-plugins` (`trust_plugins=True`), or
+where the user gave each of its plugins already with --plugin (`load_listed`). Installed
+packages offer theirs through entry points instead (t2.registry: the names are known
+without an import).
 
 Each plugin is imported once a process. A file is imported as a module named after its
 stem and the SHA-256 of its bytes (`t2_plugin_dyt_3f2a9c1d04e5`): the file given and a run
@@ -70,6 +73,34 @@ def is_file_spec(spec: str | Path) -> bool:
 def load_plugins(specs: Iterable[str | Path], base: Path | None = None) -> list[Plugin]:
     """Import each plugin (a .py file, relative to `base` if given, or a module name)."""
     return [load_plugin(spec, base) for spec in specs]
+
+
+def load_listed(specs: Iterable[str], where: str, trusted: bool) -> list[Plugin]:
+    """The plugins a YAML file lists (`where`: "recipe PATH", "sweep file PATH"), as files'
+    absolute paths or modules' names: imported if `trusted`; else each must be one this
+    process imported already (the same file's SHA-256, or the module: a --plugin the user
+    typed), or they are refused in one line naming them and the opt-in."""
+    specs = list(specs)
+    if trusted:
+        return load_plugins(specs)
+    given = {spec: _given(spec) for spec in specs}
+    unasked = [spec for spec, plugin in given.items() if plugin is None]
+    if unasked:
+        raise ConfigError(
+            f"{where} lists plugins ({', '.join(unasked)}), code that t2 imports from a YAML "
+            f"file only when asked; read it, then pass --trust-plugins (trust_plugins=True in "
+            f"Python), or pass each with --plugin"
+        )
+    return [plugin for plugin in given.values() if plugin is not None]
+
+
+def _given(spec: str) -> Plugin | None:
+    """The plugin of this process that `spec` (a file's path or a module) is, if any."""
+    if not is_file_spec(spec):
+        return _LOADED.get(spec)
+    path = Path(spec)
+    digest = sha256(path) if path.is_file() else None
+    return next((p for p in _LOADED.values() if p.is_file and p.sha256 == digest), None)
 
 
 def load_plugin(spec: str | Path, base: Path | None = None) -> Plugin:

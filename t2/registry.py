@@ -25,6 +25,7 @@ import functools
 import importlib
 import importlib.util
 import pkgutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -96,7 +97,9 @@ class Registry(Generic[T]):
 
         def decorator(obj: T) -> T:
             module = getattr(obj, "__module__", None) or type(obj).__module__
-            self._check_home(name, module)
+            # the module whose code registers it: a class's __module__ is only a claim
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            self._check_home(name, module, caller)
             if name in self._entries:
                 first = describe(self._entries[name].module)
                 raise ConfigError(
@@ -118,16 +121,18 @@ class Registry(Generic[T]):
                 f"{want.__name__} to register (docs/components.md)"
             )
 
-    def _check_home(self, name: str, module: str) -> None:
-        """A built-in name is its own module's, a packaged name its package's; a built-in
-        module registers its own name."""
+    def _check_home(self, name: str, module: str, caller: str) -> None:
+        """A built-in name is its own module's, a packaged name its package's, each
+        registered by that module's (package's) own code, whatever the object's __module__
+        claims; a built-in module registers its own name."""
         home = f"{self.package}.{name}"
-        if name in self.built_in and module != home:
+        if name in self.built_in and (module, caller) != (home, home):
             raise ConfigError(
                 f"{self.kind} {name!r} is built in ({home}); register yours under another name"
             )
         offer = self.packaged.get(name)
-        if offer is not None and module.split(".")[0] != offer.module.split(".")[0]:
+        top = offer.module.split(".")[0] if offer is not None else ""
+        if offer is not None and {module.split(".")[0], caller.split(".")[0]} != {top}:
             raise ConfigError(
                 f"{self.kind} {name!r} is offered by the installed package {package_of(offer)} "
                 f"({offer.value}); register yours under another name"

@@ -77,6 +77,7 @@ def tiny(tmp_path_factory):
             "2",
             "--records",
             root / "records",
+            "--trust-plugins",  # the sweep file's plugins: (t2.plugins.load_listed)
         )
         assert code == 0, stdout
         yield path, root / "out", stdout
@@ -164,7 +165,15 @@ def test_records_carry_a_sweep_to_a_machine_without_its_weights(tiny, tmp_path):
         assert meta["machine"] == describe(cuda=False, threads=1)  # --jobs 2: a core each
         assert meta["sweep_plan"] == read_book(records).planned.digest  # trained under it
     code, stdout = t2(
-        "sweep", path, "--out", tmp_path / "new", "--records", records, "--wandb", "disabled"
+        "sweep",
+        path,
+        "--out",
+        tmp_path / "new",
+        "--records",
+        records,
+        "--wandb",
+        "disabled",
+        "--trust-plugins",
     )
     assert code == 0 and "records: 4 finished runs taken from" in stdout, stdout[-3000:]
     assert "4 runs (2 arms x 2 seeds), 4 finished, 0 to train" in stdout
@@ -211,7 +220,7 @@ def test_an_interrupted_sweep_continues_without_retraining(tiny):
     for f in RunDir(cut).checkpoint(6).iterdir():
         f.unlink()
     RunDir(cut).checkpoint(6).rmdir()
-    code, stdout = t2("sweep", path, "--out", out, "--wandb", "disabled")
+    code, stdout = t2("sweep", path, "--out", out, "--wandb", "disabled", "--trust-plugins")
     assert code == 0
     assert "3 finished, 1 to train" in stdout and "[1/1] slow seed 2 (resuming)" in stdout
     for p, (mtime, metrics) in done.items():
@@ -221,7 +230,7 @@ def test_an_interrupted_sweep_continues_without_retraining(tiny):
     assert steps == [1, 2, 3, 4, 5, 6] and RunDir(cut).results.is_file()
     assert last_valid(cut)["valid_loss"] == pytest.approx(before["valid_loss"], abs=1e-5)
     assert RunDir(cut).file("sweep.log").read_text().count("$ python train.py") == 2
-    code, stdout = t2("sweep", path, "--out", out, "--dry-run")
+    code, stdout = t2("sweep", path, "--out", out, "--dry-run", "--trust-plugins")
     assert code == 0 and stdout == ""  # nothing left to run
 
 

@@ -309,11 +309,12 @@ def test_a_recipe_names_its_plugins_relative_to_itself_after_its_parent_s(tmp_pa
     (tmp_path / "sub").mkdir()
     child = tmp_path / "sub" / "child.yaml"
     child.write_text(f"parent: {parent}\nplugins: [../gain2.py]\n")
-    assert load_config(str(child)).model.norm == "gain" and "gain2" in NORM.names()
+    cfg = load_config(str(child), trust_plugins=True)  # a YAML's plugins: only when trusted
+    assert cfg.model.norm == "gain" and "gain2" in NORM.names()
     assert [p.registers for p in loaded()] == [("norm gain",), ("norm gain2",)]
     child.write_text(f"parent: {parent}\nplugins: gain2.py\n")
     with pytest.raises(ConfigError, match="plugins must be a list of .py files"):
-        load_config(str(child))
+        load_config(str(child), trust_plugins=True)
 
 
 def test_a_sweep_arm_sets_a_plugin_s_name_and_its_runs_get_the_plugin(tmp_path):
@@ -323,11 +324,12 @@ def test_a_sweep_arm_sets_a_plugin_s_name_and_its_runs_get_the_plugin(tmp_path):
     sweep_file = tmp_path / "gain.yaml"
     arms = "arms: {base: {}, gain: {set: {model.norm: gain}}}"
     sweep_file.write_text(f"base: quickstart\nseeds: [2]\nplugins: [gain.py]\n{arms}\n")
-    sweep = load_sweep(sweep_file)
+    sweep = load_sweep(sweep_file, trust_plugins=True)  # a YAML's plugins: only when trusted
     command = sweep.command(sweep.arm("gain"), 2, tmp_path / "out", "disabled")
     assert command[command.index("--plugin") + 1] == str(path)
-    assert "model.norm=gain" in command
-    code, out, _ = t2("sweep", sweep_file, "--out", tmp_path / "out", "--dry-run")
+    assert "model.norm=gain" in command and "--trust-plugins" in command
+    out_dir = tmp_path / "out"
+    code, out, _ = t2("sweep", sweep_file, "--out", out_dir, "--dry-run", "--trust-plugins")
     assert code == 0 and out.count(f"--plugin {path}") == 2  # both arms' runs
 
 

@@ -79,8 +79,7 @@ def test_the_run_keeps_a_copy_of_the_plugin_with_its_sha256(run):
             {
                 "file": "dyt.py",
                 "sha256": sha256(EXAMPLE),
-                "source": str(given),
-                "registers": ["norm dyt"],
+                "registers": ["norm dyt"],  # no local path: the manifest travels
             }
         ],
     }
@@ -159,7 +158,8 @@ def test_an_hf_export_carries_the_plugin_and_runs_it_only_when_trusted(
         expected = load_run(folder).translate(["eins zwei drei"])
     with isolated(), pytest.raises(CheckpointError) as refused:
         from_pretrained(hf)
-    assert "carries plugin code (plugins/dyt.py: norm dyt)" in str(refused.value)
+    named = f"carries plugin code (plugins/dyt.py (SHA-256 {sha256(EXAMPLE)}): norm dyt)"
+    assert named in str(refused.value)
     assert "--trust-plugins (trust_plugins=True in Python)" in str(refused.value)
     with isolated():
         assert from_pretrained(hf, trust_plugins=True).translate(["eins zwei drei"]) == expected

@@ -27,6 +27,7 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override a config key, e.g. --set model.norm=rmsnorm (repeatable)",
     )
+    add_trust_argument(parser)
 
 
 def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,12 +44,14 @@ def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_trust_argument(parser: argparse.ArgumentParser) -> None:
-    """--trust-plugins, on the verbs that open exported folders and hub repos."""
+    """--trust-plugins, on the verbs that read recipes, or open exported folders and hub
+    repos (t2.rundir.plugins, t2.plugins.load_listed)."""
     parser.add_argument(
         "--trust-plugins",
         action="store_true",
-        help="run the plugin code an hf folder, a CTranslate2 export or a hub repo carries "
-        "(read it first); a run directory's own copies need no flag",
+        help="run plugin code you did not give with --plugin: a recipe's or sweep file's "
+        "plugins:, or what an hf folder, a CTranslate2 export or a hub repo carries (read "
+        "it first); a run directory's own copies need no flag",
     )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from t2.commands.options import check_out_folder, default_device
+from t2.commands.options import add_trust_argument, check_out_folder, default_device
 from t2.errors import ConfigError
 
 HELP = "train a sweep of arms x seeds (resumable) and report differences with intervals"
@@ -87,6 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "verdict under every plan; the report discloses the change at its top",
     )
     parser.add_argument("--device", default=None, help="robustness suite: cpu or cuda")
+    add_trust_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> None:
     from t2.experiments.sweep import dry_run, plan, plan_sweep, record_plan, run_sweep
     from t2.experiments.sweepfile import load_sweep
 
-    sweep = load_sweep(args.sweep, args.plugin)  # its runs get the file's and these
+    sweep = load_sweep(args.sweep, args.plugin, args.trust_plugins)  # its runs get both
     out = check_out_folder(args.out or Path("runs") / "sweeps" / sweep.name)
     records = check_out_folder(args.records, "--records") if args.records else None
     if records is not None:

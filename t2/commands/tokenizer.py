@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> None:
     from t2.data.tokenizer import SAMPLE, cached_tokenizer, copy_folder, load_tokenizer
     from t2.recipes import load_config
 
-    cfg = load_config(args.recipe, args.overrides)
+    cfg = load_config(args.recipe, args.overrides, args.trust_plugins)
     check_out_folder(args.out)
     if (args.out / "tokenizer.json").is_file() and not args.force:
         tok = load_tokenizer(args.out)

@@ -41,7 +41,7 @@ import yaml
 from t2.config import check_keys, load_yaml
 from t2.errors import ConfigError
 from t2.experiments.rule import Rule, parse_rule
-from t2.plugins import is_file_spec, load_plugins
+from t2.plugins import is_file_spec, load_listed, load_plugins
 from t2.recipes import load_config
 
 KEYS = (
@@ -92,6 +92,7 @@ class Sweep:
     robustness: bool
     rule: Rule = Rule()  # the decision rule the sweep file states
     plugins: tuple[str, ...] = ()  # absolute paths of plugin files, or module names
+    trust_plugins: bool = False  # its YAML's plugins may run (--trust-plugins): its runs' too
     plan: str = ""  # the hash of its recorded plan (t2.experiments.plan), once recorded
 
     @property
@@ -120,10 +121,12 @@ class Sweep:
         run starts from scratch, an interrupted one (killed, preempted) continues."""
         sets = [arg for kv in self.overrides(arm, seed) for arg in ("--set", kv)]
         plugins = [arg for plugin in self.plugins for arg in ("--plugin", plugin)]
+        trust = ["--trust-plugins"] if self.trust_plugins else []
         return [
             "--recipe",
             arm.recipe,
             *plugins,
+            *trust,
             *sets,
             "--out",
             str(self.run_dir(out, arm, seed)),
@@ -248,9 +251,10 @@ def _plugins(specs: Any, folder: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(absolute))
 
 
-def load_sweep(path: str | Path, plugins: Sequence[str] = ()) -> Sweep:
+def load_sweep(path: str | Path, plugins: Sequence[str] = (), trust_plugins: bool = False) -> Sweep:
     """Read and check a sweep file, building every arm's config (one line on a typo);
-    `plugins` (--plugin, relative to the working folder) are added to the file's."""
+    `plugins` (--plugin, relative to the working folder) are added to the file's, which
+    are imported only with `trust_plugins` or when given too (t2.plugins.load_listed)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"sweep file {path} not found; pass a YAML file (see sweeps/)")
@@ -261,11 +265,13 @@ def load_sweep(path: str | Path, plugins: Sequence[str] = ()) -> Sweep:
         raise ConfigError(f"sweep file {path} is not valid YAML ({reason}); fix it") from None
     sweep = parse_sweep(raw, path)
     extra = _plugins(list(plugins), Path.cwd())
-    sweep = replace(sweep, plugins=tuple(dict.fromkeys((*sweep.plugins, *extra))))
-    load_plugins(sweep.plugins)  # before the arms' configs, which may name their components
+    load_plugins(extra)  # before the arms' configs, which may name their components
+    load_listed(sweep.plugins, f"sweep file {path}", trust_plugins)
+    merged = tuple(dict.fromkeys((*sweep.plugins, *extra)))
+    sweep = replace(sweep, plugins=merged, trust_plugins=trust_plugins)
     for arm in sweep.arms:
         try:
-            load_config(arm.recipe, sweep.overrides(arm, sweep.seeds[0]))
+            load_config(arm.recipe, sweep.overrides(arm, sweep.seeds[0]), trust_plugins)
         except ConfigError as err:
             raise ConfigError(f"{path}: arm {arm.name!r}: {err}") from None
     return sweep

@@ -55,6 +55,17 @@ RECIPE = (
 )
 
 
+def public(value: str) -> str:
+    """A config value as a card may publish it: an absolute local path (`/home/me/x`,
+    `files:/data/wmt`) by its last name only; a card is pushed with its folder."""
+    scheme, colon, rest = value.partition(":") if ":" in value else ("", "", value)
+    if not colon or "/" in scheme:  # no scheme, or a path with a colon in it
+        scheme, colon, rest = "", "", value
+    if not Path(rest).is_absolute():
+        return value
+    return f"{scheme}{colon}{Path(rest).name}"
+
+
 def _table(rows: list[tuple[str, Any]]) -> str:
     lines = ["| key | value |", "| --- | --- |"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
@@ -66,7 +77,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(_cell(v) for v in value)
     if isinstance(value, str):
-        return f"`{value}`" if value else "(empty)"
+        return f"`{public(value)}`" if value else "(empty)"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
@@ -139,7 +150,7 @@ def training_section(cfg: Config, facts: RunFacts) -> str:
     if facts.results and facts.results.get("stopped_by"):
         done.append(f"- Stopped by: `{facts.results['stopped_by']}`.")
     tokenizer = (
-        f"the tokenizer `{cfg.data.tokenizer}` (data.tokenizer, trained before the run)"
+        f"the tokenizer `{public(cfg.data.tokenizer)}` (data.tokenizer, trained before the run)"
         if cfg.data.tokenizer
         else "trained on the run's train split"
     )
@@ -192,7 +203,7 @@ def _results(cfg: Config, r: dict[str, Any]) -> str:
         if k in r
     ]
     text = (
-        f"results.json, the run's test split (`data.test={cfg.data.test}`, "
+        f"results.json, the run's test split (`data.test={public(cfg.data.test)}`, "
         f"{r.get('n_sentences', '?')} sentences), decoded with {_settings(decode)}:"
         f"\n\n{_scores(r)}"
     )
@@ -207,7 +218,8 @@ def _evaluation(e: dict[str, Any]) -> str:
         f", the last {e['average_last']} checkpoints averaged" if e.get("average_last") else ""
     )
     return (
-        f"`t2 evaluate` on {e.get('testset', '?')} ({e.get('n_sentences', '?')} sentences), "
+        f"`t2 evaluate` on {public(str(e.get('testset', '?')))} ({e.get('n_sentences', '?')} "
+        f"sentences), "
         f"decoded with {_settings(e.get('decode', {}))}{averaged}:\n\n{_scores(e)}"
     )
 

@@ -15,10 +15,24 @@ from t2 import __version__
 from t2.errors import CheckpointError
 from t2.hub.layout import FILES
 
+LOCAL_DIR_MARK = (".cache", "huggingface")  # what `hf download --local-dir DIR` keeps in DIR
+
 
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def is_downloaded(folder: str | Path) -> bool:
+    """Whether `folder` came from the Hugging Face Hub: inside a snapshot of a hub cache
+    (.../models--OWNER--NAME/snapshots/REVISION/...), or a `hf download --local-dir` folder
+    (it keeps .cache/huggingface/ inside), or a checkpoint of one."""
+    folder = Path(folder).absolute()
+    for above in (folder, *folder.parents):
+        if above.parent.name == "snapshots" and above.parent.parent.name.startswith("models--"):
+            return True
+    run = folder.parent.parent if folder.parent.name == "checkpoints" else folder
+    return any(f.joinpath(*LOCAL_DIR_MARK).is_dir() for f in {folder, run})
 
 
 def locate(

@@ -4,7 +4,8 @@ checkout's top-level recipes/ links here) that name a parent and change a few ke
 A recipe is resolved by merging its parent chain (base first), then `--set` overrides,
 then building the typed Config, which checks every key and choice. A recipe's `plugins:`
 (files relative to the recipe, or module names; its parents' first) are imported before
-the config is built, so that it may name their components (t2.plugins).
+the config is built, so that it may name their components: only with `trust_plugins`
+(--trust-plugins), or where the user gave each with --plugin (t2.plugins.load_listed).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import yaml
 
 from t2.config import Config, check_keys, load_yaml
 from t2.errors import ConfigError
-from t2.plugins import is_file_spec, load_plugins
+from t2.plugins import is_file_spec, load_listed
 
 PLUGINS = "plugins"  # a recipe's key beside its sections
 
@@ -99,7 +100,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return out
 
 
-def load_config(name: str, overrides: list[str] | None = None) -> Config:
+def load_config(
+    name: str, overrides: list[str] | None = None, trust_plugins: bool = False
+) -> Config:
+    """The Config of recipe `name` with `overrides`; `trust_plugins`: import the plugins
+    the recipe lists (see the module doc)."""
     raw = apply_overrides(load_raw(name), overrides or [])
-    load_plugins(raw.pop(PLUGINS, []))
+    load_listed(raw.pop(PLUGINS, []), f"recipe {name}", trust_plugins)
     return Config.from_dict(raw)

@@ -42,12 +42,13 @@ class HfFormat(ModelFormat):
         return Opened(engine, bundle, self.name, dict(source or {}))
 
     def save(self, opened: Opened, out: Path, name: str | None = None) -> Path:
-        """`name`: the repo id the card's example loads (default: `out`)."""
+        """`name`: the repo id the card's example loads (default: `out`'s name; no local
+        path goes into a card, which is pushed with the folder)."""
         if opened.kind != "run":
             raise CheckpointError(
                 f"{opened.path} is already a saved model folder; push or copy it as it is"
             )
         parameters = count_parameters(opened.bundle.t2_model())
-        card = model_card(opened.path, opened.cfg, parameters, name or str(out))
+        card = model_card(opened.path, opened.cfg, parameters, name or out.name)
         source = {"checkpoint": opened.path.name}
         return opened.bundle.save_pretrained(out, card, source)
