@@ -48,6 +48,45 @@ def test_gpu_script_fails_in_one_line_without_python_or_a_torch_that_imports(tmp
         assert done.returncode == 2 and why in done.stderr and done.stderr.count("\n") == 1
 
 
+def stand_in_python(folder, name: str, torch_source: str):
+    """An interpreter named `name` in `folder`: this Python with `torch_source` as torch."""
+    (folder / name).mkdir(parents=True)
+    (folder / name / "torch.py").write_text(torch_source)
+    script = folder / "bin" / name
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(
+        f'#!/bin/sh\nPYTHONPATH={folder / name}:$PYTHONPATH exec {sys.executable} "$@"\n'
+    )
+    script.chmod(0o755)
+
+
+CUDA_TORCH = """import types
+__version__ = "2.11.0+cu130"
+version = types.SimpleNamespace(cuda="13.0")
+cuda = types.SimpleNamespace(is_available=lambda: True)
+"""
+
+
+@pytest.mark.parametrize("with_torch", ["python3", "python"])
+def test_gpu_script_picks_the_interpreter_whose_torch_sees_cuda_and_names_it(tmp_path, with_torch):
+    """python and python3 both on PATH, one without torch: gpu.sh runs with the other, says
+    so with its torch and CUDA in device.txt, and starts the budget's clock before its
+    set-up (with --budget 0 every part is skipped, and the summary says so)."""
+    other = "python" if with_torch == "python3" else "python3"
+    stand_in_python(tmp_path, with_torch, CUDA_TORCH)
+    stand_in_python(tmp_path, other, "raise ImportError('No module named torch')\n")
+    out = tmp_path / "out"
+    path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+    done = gpu_sh(str(out), "--quick", "--budget", "0", PATH=path)
+    assert done.returncode == 0, done.stderr
+    chosen = f"python {tmp_path / 'bin' / with_torch} (Python {sys.version.split()[0]}): "
+    chosen += "torch 2.11.0+cu130, CUDA 13.0"
+    assert done.stdout.splitlines()[0] == chosen
+    assert chosen in (out / "device.txt").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "| part: train-base | skipped: " in summary and "| part: tests | skipped: " in summary
+
+
 def test_gpu_plan_runs_parts_under_their_limits_and_skips_what_does_not_fit(tmp_path):
     """A part runs under its limit, one that overruns is cut (exit 124), a failure does
     not stop the run, a part that does not fit in the time left is skipped and the next
