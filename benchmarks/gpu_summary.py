@@ -47,7 +47,7 @@ def part_outcome(o: Outcome, found: list[dict] | None = None) -> str:
     return f"failed (exit {o.status}) after {o.took_s} s: see its .txt{tail}"
 
 
-def _why_missing(o: Outcome, mode: str, found: list[dict]) -> str:
+def _why_missing(o: Outcome, mode: str) -> str:
     if o.status == "skipped":
         return f"{o.part} was skipped ({o.left_s} s left, it needed about {o.need_s})"
     if mode in o.dropped:
@@ -66,7 +66,7 @@ def missing_rows(outcomes: list[Outcome], out: Path) -> list[str]:
         found = _json(out / f"{o.part}.json") or []
         ran = {r.get("engine", "").removeprefix("t2-") for r in found}
         for mode in [m for m in [*o.modes, *o.dropped] if m not in ran]:
-            why = _why_missing(o, mode, found)
+            why = _why_missing(o, mode)
             lines.append(f"| t2-{mode} / peer tokens/s, {o.part} | n/a, because {why} |")
     return lines
 
