@@ -4,19 +4,23 @@ files the run left in OUT (a missing part is reported as missing, never estimate
 python -m benchmarks.gpu_summary OUT
 
 A compiled row that fell back to eager, skipped its CUDA graphs, timed no replay or
-recompiled while timed is flagged as such (row_flags), not reported as compiled; each
-part's outcome (done, cut short at its time limit, failed, or skipped for lack of time)
-comes from OUT/parts.tsv, which gpu.sh writes.
+recompiled while timed is flagged as such (row_flags), and its ratio is "n/a, because"
+the flags, never a figure; so is a row that a part was to measure and did not (cut at
+its limit, skipped, failed, or its mode dropped for time), and a FlexAttention against
+SDPA ratio either of whose rows is flagged or missing. Each part's outcome and the modes
+it lost come from OUT/parts.tsv (benchmarks/gpu_plan.py writes it). Memory: a row with
+CUDA graphs reports the memory torch's allocator has reserved (its graphs' pool
+included), not the peak, which replays do not reach.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
-# gpu.sh's exit statuses of a part: timeout(1) gives 124, or 137 when it had to kill
-CUT = {124, 137}
+from benchmarks.gpu_plan import CUT, Outcome, parts
 
 
 def _json(path: Path) -> object:
@@ -26,25 +30,45 @@ def _json(path: Path) -> object:
         return None
 
 
-def parts(out: Path) -> list[dict]:
-    """OUT/parts.tsv: name, time limit (s), seconds taken, exit status or `skipped`."""
-    rows = []
-    path = out / "parts.tsv"
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        name, limit, took, status = line.split("\t")
-        rows.append({"part": name, "limit_s": int(limit), "took_s": int(took), "status": status})
-    return rows
+def part_outcome(o: Outcome, found: list[dict] | None = None) -> str:
+    """How a part ended, and the modes it was to measure that it did not: dropped for
+    time before it started, or lost when it was cut or failed (`found`: its rows)."""
+    ran = {r.get("engine", "").removeprefix("t2-") for r in found or []}
+    lost = [m for m in o.modes if m not in ran] if o.status != "0" else []
+    tail = f"; lost {', '.join(lost)}" if lost else ""
+    tail += f"; dropped for time: {', '.join(o.dropped)}" if o.dropped and o.modes else ""
+    if o.status == "skipped":
+        lost = f"; lost {', '.join(o.dropped)}" if o.dropped else ""
+        return f"skipped: {o.left_s} s left, it needed about {o.need_s}{lost}"
+    if o.status.isdigit() and int(o.status) in CUT:
+        return f"cut short at its {o.limit_s} s limit (what it wrote before is kept){tail}"
+    if o.status == "0":
+        return f"done in {o.took_s} s{tail}"
+    return f"failed (exit {o.status}) after {o.took_s} s: see its .txt{tail}"
 
 
-def part_outcome(row: dict) -> str:
-    status = row["status"]
-    if status == "skipped":
-        return "skipped: no time left in the budget"
-    if status.isdigit() and int(status) in CUT:
-        return f"cut short at its {row['limit_s']} s limit (what it wrote before is kept)"
-    if status == "0":
-        return f"done in {row['took_s']} s"
-    return f"failed (exit {status}) after {row['took_s']} s: see its .txt"
+def _why_missing(o: Outcome, mode: str) -> str:
+    if o.status == "skipped":
+        return f"{o.part} was skipped ({o.left_s} s left, it needed about {o.need_s})"
+    if mode in o.dropped:
+        return f"it was dropped for time before {o.part} started ({o.left_s} s left)"
+    if o.status.isdigit() and int(o.status) in CUT:
+        return f"{o.part} was cut at its {o.limit_s} s limit before this mode finished"
+    if o.status != "0":
+        return f"{o.part} failed (exit {o.status}) before this mode finished: see its .txt"
+    return f"{o.part} ended without this mode's row: see its .txt"
+
+
+def missing_rows(outcomes: list[Outcome], out: Path) -> list[str]:
+    """A line for each mode a part was to measure and has no row of: n/a, because ..."""
+    lines = []
+    for o in outcomes:
+        found = _json(out / f"{o.part}.json") or []
+        ran = {r.get("engine", "").removeprefix("t2-") for r in found}
+        for mode in [m for m in [*o.modes, *o.dropped] if m not in ran]:
+            why = _why_missing(o, mode)
+            lines.append(f"| t2-{mode} / peer tokens/s, {o.part} | n/a, because {why} |")
+    return lines
 
 
 def train_rows(out: Path) -> list[dict]:
@@ -56,6 +80,7 @@ def train_rows(out: Path) -> list[dict]:
 
 
 def summarize(out: Path) -> dict:
+    outcomes = parts(out)
     device = (out / "device.txt").read_text().splitlines() if (out / "device.txt").is_file() else []
     tests = (
         (out / "tests.txt").read_text().strip().splitlines()[-1:]
@@ -64,7 +89,11 @@ def summarize(out: Path) -> dict:
     )
     return {
         "device": device,
-        "parts": parts(out),
+        "parts": [
+            {**asdict(o), "outcome": part_outcome(o, _json(out / f"{o.part}.json"))}
+            for o in outcomes
+        ],
+        "missing": missing_rows(outcomes, out),
         "tests": tests[0] if tests else None,
         "memory_model": _json(out / "memory.json"),
         "recipe_base": _json(out / "recipe_base.json"),
@@ -112,36 +141,75 @@ def compiled_line(row: dict) -> str:
     return "; ".join(words + row_flags(row))
 
 
+def memory(row: dict) -> str:
+    """Peak memory against the peer's; with CUDA graphs the allocator's reserved memory
+    (replays bypass the allocator and the graphs' pool is in the peak's baseline)."""
+    if row.get("t2_cuda_graphs"):
+        reserved = row.get("t2_reserved_mib")
+        if reserved is None:
+            return "reserved memory n/a (CUDA graphs: the peak misses replays)"
+        peer = row.get("marian_reserved_mib")
+        than = f", {reserved / peer:.2f}x the peer's" if peer else ""
+        return f"reserved {reserved:,.0f} MiB with the graphs' pool{than} (the peak misses replays)"
+    if row.get("peak_memory_ratio") is None:
+        return "peak memory n/a"
+    return f"peak {row.get('t2_peak_mib', 0):,.0f} MiB, {row['peak_memory_ratio']:.2f}x the peer's"
+
+
 def _speed(row: dict) -> str:
-    """A t2 engine against the peer: ratio, MFU, host and GPU time per step, recompiles."""
-    mfu = "n/a" if row.get("mfu") is None else f"{row['mfu']:.1%}"
-    host = row.get("t2_host_ms_per_step") or []
-    host_ms = f"{sorted(host)[len(host) // 2]:.1f}" if host else "n/a"
-    gpu = row.get("t2_gpu_ms_per_step")
-    gpu_ms = "n/a" if gpu is None else f"{gpu:.1f}"
+    """A t2 engine against the peer: ratio, MFU, host and GPU time per step, memory,
+    recompiles; a flagged row's figures are n/a, with the flags as the reason."""
     flags = row_flags(row)
-    engine = row.get("engine", "t2") + (" (flagged)" if flags else "")
-    line = (
-        f"| {engine} / peer tokens/s, {row['recipe']} {row['precision']} "
-        f"| {row['ratio']:.2f}x, MFU {mfu}, host {host_ms} ms / GPU {gpu_ms} ms a step, "
-        f"{row.get('t2_recompiles', 'n/a')} recompiles |"
-    )
+    label = f"| {row.get('engine', 't2')} / peer tokens/s, {row['recipe']} {row['precision']} |"
+    if flags:
+        line = f"{label} n/a, because {'; '.join(flags)} |"
+    else:
+        mfu = "n/a" if row.get("mfu") is None else f"{row['mfu']:.1%}"
+        host = row.get("t2_host_ms_per_step") or []
+        host_ms = f"{sorted(host)[len(host) // 2]:.1f}" if host else "n/a"
+        gpu = row.get("t2_gpu_ms_per_step")
+        gpu_ms = "n/a" if gpu is None else f"{gpu:.1f}"
+        line = (
+            f"{label} {row['ratio']:.2f}x, MFU {mfu}, host {host_ms} ms / GPU {gpu_ms} ms a "
+            f"step, {memory(row)}, {row.get('t2_recompiles', 'n/a')} recompiles |"
+        )
     if "t2_compiled" in row:
-        line += f"\n| {engine}: compilation, {row['recipe']} | {compiled_line(row)} |"
+        line += (
+            f"\n| {row.get('engine', 't2')}: compilation, {row['recipe']} | {compiled_line(row)} |"
+        )
     return line
 
 
-def flex_against_sdpa(rows: list[dict]) -> list[str]:
-    """t2-flex over t2-compiled (SDPA), each as a ratio to its own run's peer."""
+def _flex_pair_issues(pair: dict[str, dict | None]) -> list[str]:
+    """Why a flex / sdpa ratio cannot be stated: a row missing or flagged."""
+    why = []
+    for engine, row in pair.items():
+        if row is None:
+            why.append(f"the {engine} row is missing")
+        elif row_flags(row):
+            why.append(f"the {engine} row is flagged: {'; '.join(row_flags(row))}")
+    return why
+
+
+def flex_against_sdpa(rows: list[dict], part_rows: list[dict]) -> list[str]:
+    """t2-flex over t2-compiled (SDPA), each as a ratio to its own run's peer; n/a,
+    with the reason, when either row is flagged or missing. Asked for by a flex row, or
+    by a part that was to measure flex (on base, gpu.sh's only flex part)."""
     by = {(r["recipe"], r["precision"], r.get("engine")): r for r in rows if "ratio" in r}
+    wanted = sorted({(k[0], k[1]) for k in by if k[2] == "t2-flex"})
+    planned = [p for p in part_rows if "flex" in [*p["modes"], *p["dropped"]]]
+    if not wanted and planned:
+        wanted = [("base", "bf16")]
     lines = []
-    for (recipe, precision, engine), flex in by.items():
-        sdpa = by.get((recipe, precision, "t2-compiled"))
-        if engine == "t2-flex" and sdpa is not None:
-            lines.append(
-                f"| padded attention, {recipe} {precision}: flex / sdpa tokens/s (via the "
-                f"peer) | {flex['ratio'] / sdpa['ratio']:.2f}x |"
-            )
+    for recipe, precision in wanted:
+        label = f"| padded attention, {recipe} {precision}: flex / sdpa tokens/s (via the peer) |"
+        pair = {e: by.get((recipe, precision, f"t2-{e}")) for e in ("flex", "compiled")}
+        why = _flex_pair_issues(pair)
+        if not why:
+            lines.append(f"{label} {pair['flex']['ratio'] / pair['compiled']['ratio']:.2f}x |")
+            continue
+        why += [f"{p['part']}: {p['outcome']}" for p in planned]
+        lines.append(f"{label} n/a, because {'; '.join(why)} |")
     return lines
 
 
@@ -152,7 +220,7 @@ def markdown(s: dict) -> str:
         "| figure | value |",
         "|---|---|",
     ]
-    lines += [f"| part: {p['part']} | {part_outcome(p)} |" for p in s["parts"]]
+    lines += [f"| part: {p['part']} | {p['outcome']} |" for p in s["parts"]]
     lines.append(f"| CUDA tests | {s['tests'] or 'missing'} |")
     for row in s["memory_model"] or []:
         lines.append(
@@ -178,7 +246,8 @@ def markdown(s: dict) -> str:
             if "casts_per_step" in row:
                 casts = f"{row['casts_per_step']} / {row['peer_casts_per_step']}"
                 lines.append(f"| `_to_copy` per eager step, {row['recipe']}: t2 / peer | {casts} |")
-    lines += flex_against_sdpa(s["train"])
+    lines += s["missing"]
+    lines += flex_against_sdpa(s["train"], s["parts"])
     ran = {p["part"] for p in s["parts"]}
     for name in ("quickstart", "mixed"):  # parts of the full run (every part, if unknown)
         if ran and name not in ran:

@@ -17,6 +17,10 @@ a profiled step of each on CUDA; `compare` yields the mode's figures (bench_trai
 its JSON then), and the engine and its compiled code are released before the next mode
 compiles. While a mode runs, benchmarks/graph_probe.py counts its CUDA-graph warm-ups,
 recordings and replays (in the timed rounds) and its skips with their reasons.
+
+Memory: what the CUDA allocator reserves at the end of a mode's rounds above what it
+held after the peer's warm-up (t2_reserved_mib; the peer's own: marian_reserved_mib), the
+figure a CUDA-graphs row gives instead of a peak that its replays never reach.
 """
 
 from __future__ import annotations
@@ -124,6 +128,15 @@ def compiled_figures(engine: T2Engine, timed: GraphCounts, whole: GraphCounts) -
     }
 
 
+def reserved_mib() -> float | None:
+    """What torch's CUDA allocator holds (CUDA graphs' pools included), or None on a CPU."""
+    return torch.cuda.memory_reserved() / 2**20 if torch.cuda.is_available() else None
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
 def _release() -> None:
     """A released engine's memory and compiled code (its CUDA graphs' pool)."""
     gc.collect()
@@ -137,8 +150,10 @@ def compare(
 ) -> Iterator[ModeRun]:  # noqa: ANN001
     """Each of `modes` (None: the recipe's own train.compile) against the peer, in turn."""
     batches = predraw(ds, args)
+    before_peer = reserved_mib()
     peer = MarianEngine(cfg, ds, args, precision, batches=Cycle(batches))
     peer_warmup = _warm_up(peer, peer.batches, args, cfg)
+    with_peer = reserved_mib()  # its cache refills to about this in each mode's rounds
     for mode in modes:
         with GraphProbe() as probe:
             engine = T2Engine(cfg, ds, args, precision, batches=Cycle(batches), mode=mode)
@@ -153,6 +168,8 @@ def compare(
             shapes=engine.batches.shapes,
             sightings_before_timing=sightings,
             timed_steps=args.rounds * args.steps_per_round,
+            t2_reserved_mib=_minus(reserved_mib(), with_peer),
+            marian_reserved_mib=_minus(with_peer, before_peer),
         )
         yield ModeRun(engine.name, ours, theirs, figures)
         del engine

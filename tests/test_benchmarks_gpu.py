@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -47,28 +48,111 @@ def test_gpu_script_fails_in_one_line_without_python_or_a_torch_that_imports(tmp
         assert done.returncode == 2 and why in done.stderr and done.stderr.count("\n") == 1
 
 
-def test_gpu_parts_keep_to_the_budget_and_the_summary_names_each_outcome(tmp_path):
-    """A part runs under its limit cut to the time left, a part that overruns is cut (its
-    exit 124), a failure does not stop the run, and a part with too little time left is
-    skipped and said to be (gpu.sh's --quick drops big, last, so)."""
-    script = f"""
-    out={tmp_path}; budget=4; start=$SECONDS; : > "$out/parts.tsv"
-    source {ROOT / "benchmarks" / "gpu_parts.sh"}
-    part fits 10 1 echo hello
-    part overruns 2 1 sleep 30
-    part fails 10 1 false
-    part big 10 3 echo never
-    """
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+def stand_in_python(folder, name: str, torch_source: str):
+    """An interpreter named `name` in `folder`: this Python with `torch_source` as torch."""
+    (folder / name).mkdir(parents=True)
+    (folder / name / "torch.py").write_text(torch_source)
+    script = folder / "bin" / name
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(
+        f'#!/bin/sh\nPYTHONPATH={folder / name}:$PYTHONPATH exec {sys.executable} "$@"\n'
+    )
+    script.chmod(0o755)
+
+
+CUDA_TORCH = """import types
+__version__ = "2.11.0+cu130"
+version = types.SimpleNamespace(cuda="13.0")
+cuda = types.SimpleNamespace(is_available=lambda: True)
+"""
+
+
+@pytest.mark.parametrize("with_torch", ["python3", "python"])
+def test_gpu_script_picks_the_interpreter_whose_torch_sees_cuda_and_names_it(tmp_path, with_torch):
+    """python and python3 both on PATH, one without torch: gpu.sh runs with the other, says
+    so with its torch and CUDA in device.txt, and starts the budget's clock before its
+    set-up (with --budget 0 every part is skipped, and the summary says so)."""
+    other = "python" if with_torch == "python3" else "python3"
+    stand_in_python(tmp_path, with_torch, CUDA_TORCH)
+    stand_in_python(tmp_path, other, "raise ImportError('No module named torch')\n")
+    out = tmp_path / "out"
+    path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+    done = gpu_sh(str(out), "--quick", "--budget", "0", PATH=path)
     assert done.returncode == 0, done.stderr
-    summary = load("gpu_summary")
-    rows = {r["part"]: r for r in summary.parts(tmp_path)}
-    assert [rows[p]["status"] for p in rows] == ["0", "124", "1", "skipped"]
-    assert (tmp_path / "fits.txt").read_text() == "hello\n" and "== big skipped" in done.stdout
-    outcomes = {name: summary.part_outcome(row) for name, row in rows.items()}
-    assert outcomes["overruns"].startswith("cut short at its 2 s limit")
-    assert outcomes["fails"].startswith("failed (exit 1)")
-    assert outcomes["big"] == "skipped: no time left in the budget"
+    chosen = f"python {tmp_path / 'bin' / with_torch} (Python {sys.version.split()[0]}): "
+    chosen += "torch 2.11.0+cu130, CUDA 13.0"
+    assert done.stdout.splitlines()[0] == chosen
+    assert chosen in (out / "device.txt").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "| part: train-base | skipped: " in summary and "| part: tests | skipped: " in summary
+
+
+def test_gpu_plan_runs_parts_under_their_limits_and_skips_what_does_not_fit(tmp_path):
+    """A part runs under its limit, one that overruns is cut (exit 124), a failure does
+    not stop the run, a part that does not fit in the time left is skipped and the next
+    one still runs, and parts.tsv says so for each."""
+    plan = load("gpu_plan")
+    quick = plan.Part("fits", ("-c", "print('hello')"), start_s=1)
+    parts = (
+        quick,
+        plan.Part("overruns", ("-c", "import time; time.sleep(30)"), start_s=1),  # limit 2 s
+        plan.Part("fails", ("-c", "raise SystemExit(1)"), start_s=1),
+        plan.Part("too-big", ("-c", "print('never')"), start_s=60),
+        plan.Part("last", ("-c", "print('still')"), start_s=1),
+    )
+    clock = [0.0, time.monotonic()]
+    elapsed = lambda: time.monotonic() - clock[1]  # noqa: E731
+    command = lambda part, modes: plan.command_line(part, modes, sys.executable, {})  # noqa: E731
+    done = plan.run_plan(parts, tmp_path, 30, elapsed, plan.timed(tmp_path), command)
+    assert [o.status for o in done] == ["0", "124", "1", "skipped", "0"]
+    assert done[1].limit_s == 2 and done[1].took_s < 15
+    assert (tmp_path / "fits.txt").read_text() == "hello\n"
+    assert (tmp_path / "last.txt").read_text() == "still\n" and not (
+        tmp_path / "too-big.txt"
+    ).exists()
+    assert plan.parts(tmp_path) == done
+
+
+def replayed(tmp_path, **durations: float) -> tuple[set[str], list]:
+    replay = load("gpu_replay")
+    d = replay.Durations(**durations)
+    outcomes = replay.replay(replay.QUICK, d, 355, tmp_path)
+    return replay.returned(outcomes, tmp_path), outcomes
+
+
+DECIDING = {"train-base:eager", "train-base:graphs", "train-v2:eager", "train-v2:graphs", "ops"}
+
+
+def test_a_cold_quick_run_brings_back_the_figures_that_decide_within_six_minutes(tmp_path):
+    """gpu.sh --quick's plan replayed with the issue's durations (cold compilations of
+    50-90 s, set-up 15-35 s inside the clock, the CUDA tests 60-130 s): base and v2, eager
+    and graphs, and the operator counts always; at the low end FlexAttention against
+    SDPA and the CUDA tests too, which needs the plan to use the compile seconds it
+    measured (at the 90 s prior, flex would not fit); `compiled` alone is dropped."""
+    for name, durations in {
+        "low": {"setup_s": 15, "compile_s": 50, "tests_s": 60},
+        "middle": {"setup_s": 25, "compile_s": 70, "tests_s": 95},
+        "high": {"setup_s": 35, "compile_s": 90, "tests_s": 130},
+    }.items():
+        out = tmp_path / name
+        out.mkdir()
+        got, outcomes = replayed(out, **durations)
+        assert got >= DECIDING, (name, got)
+        assert durations["setup_s"] + sum(o.took_s for o in outcomes) <= 355, name
+        if name == "low":
+            assert {"train-base-flex:compiled", "train-base-flex:flex", "tests"} <= got
+            assert "train-v2-compiled:compiled" not in got
+        summary = load("gpu_summary").summarize(out)
+        lost = [line for line in summary["missing"] if "n/a, because" in line]
+        skipped = [p for p in summary["parts"] if p["status"] == "skipped"]
+        for part in skipped:  # a part skipped names the modes it lost, and each is n/a
+            assert all(
+                f"t2-{m} / peer tokens/s, {part['part']} |" in "".join(lost)
+                for m in part["dropped"]
+            )
+    (tmp_path / "warm").mkdir()
+    warm, _ = replayed(tmp_path / "warm", setup_s=15, compile_s=8, tests_s=30)
+    assert {"train-v2-compiled:compiled", "train-big:graphs"} <= warm  # a second run: all
 
 
 def test_prepare_carries_only_the_pinned_wheels_the_gpu_image_lacks(tmp_path):
@@ -177,18 +261,69 @@ def test_gpu_summary_flags_compiled_rows_that_fell_back_skipped_or_replayed_noth
     (tmp_path / "train-v2.json").write_text(json.dumps([skipped]))
     md = summary.markdown(summary.summarize(tmp_path))
     assert "| t2-graphs / peer tokens/s, base bf16 | 2.10x, MFU 30.0%, host 10.0 ms" in md
-    assert "| t2-compiled (flagged) / peer tokens/s, base bf16 | 1.20x" in md
-    assert "FELL BACK TO EAGER: InductorError: no ptxas |" in md
-    assert "| t2-graphs (flagged) / peer tokens/s, v2_rope_rmsnorm bf16 | 2.10x" in md
-    assert "| padded attention, base bf16: flex / sdpa tokens/s (via the peer) | 0.50x |" in md
+    # a flagged row states no ratio: n/a, because its flags
+    assert (
+        "| t2-compiled / peer tokens/s, base bf16 | n/a, because FELL BACK TO EAGER: "
+        "InductorError: no ptxas |" in md
+    )
+    assert (
+        "| t2-graphs / peer tokens/s, v2_rope_rmsnorm bf16 | n/a, because CUDA GRAPHS SKIPPED" in md
+    )
+    assert "1.20x" not in md and "0.50x" not in md  # fell back: no flex / sdpa ratio either
+    assert (
+        "flex / sdpa tokens/s (via the peer) | n/a, because the compiled row is flagged: FELL "
+        "BACK TO EAGER" in md
+    )
+
+
+def test_flex_against_sdpa_is_a_ratio_only_when_both_rows_are_clean_and_present():
+    summary = load("gpu_summary")
+    graphs, fell_back, _, flex = flagged_rows()
+    sdpa = {**graphs, "engine": "t2-compiled", "ratio": 1.2, "t2_cuda_graphs": False}
+    flex_fell_back = {**flex, "t2_fallback": "InductorError: no ptxas"}
+    planned = [{"part": "train-base-flex", "modes": ["compiled"], "dropped": ["flex"]}]
+    planned[0]["outcome"] = "done in 80 s; dropped for time: flex"
+    ratio = summary.flex_against_sdpa([sdpa, flex], [])
+    assert ratio == ["| padded attention, base bf16: flex / sdpa tokens/s (via the peer) | 0.50x |"]
+    (line,) = summary.flex_against_sdpa([sdpa, flex_fell_back], [])
+    assert "n/a, because the flex row is flagged: FELL BACK TO EAGER" in line and "x |" not in line
+    (line,) = summary.flex_against_sdpa([sdpa], planned)  # the flex part dropped its mode
+    assert "n/a, because the flex row is missing; train-base-flex: done in 80 s; dropped" in line
+    assert summary.flex_against_sdpa([sdpa], []) == []  # no flex asked for, none said
+
+
+def test_graphs_rows_report_reserved_memory_not_a_peak_the_replays_miss():
+    summary = load("gpu_summary")
+    graphs, *_ = flagged_rows()
+    eager = {**graphs, "engine": "t2-eager", "t2_cuda_graphs": False, "t2_compiled": False}
+    eager |= {"t2_peak_mib": 5906.3, "peak_memory_ratio": 0.64}
+    assert summary.memory(eager) == "peak 5,906 MiB, 0.64x the peer's"
+    with_graphs = {**graphs, "t2_peak_mib": 100.0, "peak_memory_ratio": 0.01}
+    assert (
+        summary.memory(with_graphs) == "reserved memory n/a (CUDA graphs: the peak misses replays)"
+    )
+    with_graphs |= {"t2_reserved_mib": 7168.0, "marian_reserved_mib": 10240.0}
+    assert summary.memory(with_graphs) == (
+        "reserved 7,168 MiB with the graphs' pool, 0.70x the peer's (the peak misses replays)"
+    )
+    assert "0.01" not in summary._speed(with_graphs)
 
 
 def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkeypatch):
     summary = load("gpu_summary")
     (tmp_path / "device.txt").write_text("2026-11-25\ncommit abc123\nNVIDIA H100, 81559 MiB\n")
     (tmp_path / "tests.txt").write_text("....\n4 passed in 3.1s\n")
-    parts = "tests\t90\t31\t0\nquickstart\t60\t58\t1\ntrain-big\t90\t0\tskipped\n"
-    (tmp_path / "parts.tsv").write_text(parts)
+    outcome = load("gpu_plan").Outcome
+    parts = [
+        outcome("tests", 300, 90, 135, 31, "0"),
+        outcome("quickstart", 269, 40, 60, 58, "1"),
+        outcome("train-v2", 211, 95, 159, 159, "124", ("eager", "graphs"), ("compiled",)),
+        outcome("train-big", 40, 106, 0, 0, "skipped", (), ("eager", "graphs")),
+    ]
+    (tmp_path / "parts.tsv").write_text("".join(p.line() for p in parts))
+    (tmp_path / "train-v2.json").write_text(
+        json.dumps([{"recipe": "v2", "precision": "bf16", "ratio": 0.8, "engine": "t2-eager"}])
+    )
     (tmp_path / "train.json").write_text(
         json.dumps([{"recipe": "base", "precision": "bf16", "ratio": 1.1, "mfu": 0.15}])
     )
@@ -213,7 +348,15 @@ def test_gpu_summary_reports_what_ran_and_names_what_is_missing(tmp_path, monkey
     md = (tmp_path / "summary.md").read_text()
     assert "NVIDIA H100" in md and "| CUDA tests | 4 passed in 3.1s |" in md
     assert "| part: tests | done in 31 s |" in md
-    assert "| part: train-big | skipped: no time left in the budget |" in md
+    assert "| part: train-big | skipped: 40 s left, it needed about 106; lost eager, graphs |" in md
+    assert "| part: train-v2 | cut short at its 159 s limit (what it wrote before is kept); " in md
+    assert "lost graphs; dropped for time: compiled |" in md  # a cut part names what it lost
+    assert (
+        "| t2-graphs / peer tokens/s, train-v2 | n/a, because train-v2 was cut at its 159 s "
+        "limit before this mode finished |" in md
+    )
+    assert "| t2-compiled / peer tokens/s, train-v2 | n/a, because it was dropped for time" in md
+    assert "| t2-eager / peer tokens/s, train-big | n/a, because train-big was skipped" in md
     assert "| t2 / peer tokens/s, base bf16 | 1.10x, MFU 15.0%, host n/a" in md
     assert "900 (700) / 1500 (1200)" in md
     assert "`_to_copy` per eager step, base: t2 / peer | 12 / 300" in md

@@ -97,6 +97,7 @@ def test_bench_train_times_each_mode_in_turn_and_writes_it_before_the_next(
         assert len(r["t2_host_ms_per_step"]) == len(r["marian_tokens_per_s"]) == 2
         assert r["t2_recompiles"] == 0 and r["t2_gpu_ms_per_step"] is None
         assert r["host_below_gpu"] is None  # no GPU: nothing to compare the host with
+        assert r["t2_reserved_mib"] is None and r["marian_reserved_mib"] is None  # CUDA's only
     assert by["t2-eager"]["t2_compiled"] is False
     compiled = by["t2-compiled"]
     assert compiled["t2_compiled"] and compiled["t2_fallback"] is None
