@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
+import xxhash
 
 from t2.errors import DataError
 
@@ -56,6 +57,16 @@ def _open(path: Path) -> BinaryIO:
         raise DataError(f"{path}: file not found; check the files:PREFIX source") from None
     except OSError as err:
         raise DataError(f"{path}: cannot be read ({err.strerror}); check the path") from None
+
+
+def content_hash(path: Path, block: int = BLOCK) -> str:
+    """A fast hash of a file's bytes (xxh3, 128 bits), streamed a block at a time: what a
+    cache key holds for a file, so a same-size copy with its old time is another source."""
+    digest = xxhash.xxh3_128()
+    with _open(path) as f:
+        while chunk := f.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def count_lines(path: Path, block: int = BLOCK) -> int:

@@ -1,7 +1,8 @@
 """From a recipe's data section to cleaned pairs and token ids, cached between runs.
 
-Cleaned pairs are saved under the cache folder, keyed by the source (file sizes and times
-included) and the cleaning options; token ids beside them, keyed by the pairs, the
+Cleaned pairs are saved under the cache folder, keyed by the source's content (a file's
+xxh3, a task's name, seed, size and code, a dataset's fingerprint), the languages and the
+cleaning options; token ids beside them, keyed by the pairs, the
 tokenizer and data.src_bos (t2.data.encode). Both are Arrow streams written a chunk at a
 time and memory-mapped when read, so memory follows the chunk, not the corpus; both carry
 checksums, and a damaged cache is set aside and rebuilt (t2.data.cache).
@@ -55,16 +56,21 @@ def load_pairs(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
     if split not in SPLITS:
         raise ConfigError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
     source = open_source(cfg, split, seed)
-    folder = cache_root(cfg) / "pairs" / pairs_key(cfg, split, source)
+    key = pairs_key(cfg, split, source)
+    folder = cache_root(cfg) / "pairs" / key
     cached = load_folder(folder, _read_cached, f"data {split}: check the cache")
     if cached is not None:
         report, ds = cached
         print(f"{report.line()} (cached in {folder})", flush=True)
-        return ds
-    report = Report(split, 0)
-    save_folder(folder, lambda tmp: _clean_into(tmp, source, cfg, split, report))
-    print(report.line(), flush=True)
-    return open_stream(folder / PAIRS)
+    else:
+        report = Report(split, 0)
+        save_folder(folder, lambda tmp: _clean_into(tmp, source, cfg, split, report))
+        print(report.line(), flush=True)
+        ds = open_stream(folder / PAIRS)
+    # the pairs' content key, not their file's path (what `datasets` would fingerprint), so
+    # the tokenizer's and the ids' keys that read it are the same in any data.cache_dir
+    ds._fingerprint = f"pairs-{key}"
+    return ds
 
 
 def _read_cached(folder: Path) -> tuple[Report, datasets.Dataset]:

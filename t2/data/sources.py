@@ -8,6 +8,7 @@ Hugging Face datasets are memory-mapped). Bad input stops with a one-line DataEr
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import datasets
 import pyarrow as pa
 
 from t2.data.config import DataConfig
-from t2.data.lines import count_lines, paired_lines
+from t2.data.lines import content_hash, count_lines, paired_lines
 from t2.data.tasks import TASKS, generate
 from t2.errors import ConfigError, DataError
 
@@ -41,8 +42,9 @@ def parse_spec(spec: str, where: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Source:
-    """A split's raw pairs: what they are (the cache key's part, known without reading
-    them), how many, and how to read them a chunk at a time as Arrow string arrays."""
+    """A split's raw pairs: what they are (the cache key's part: a task's name, seed, size
+    and code; a file's content hash; a dataset's fingerprint), how many, and how to read
+    them a chunk at a time as Arrow string arrays."""
 
     identity: tuple
     count: Callable[[], int]
@@ -67,15 +69,14 @@ def open_source(cfg: DataConfig, split: str, seed: int) -> Source:
     if scheme == "task":
         size = cfg.task_train_size if split == "train" else cfg.task_eval_size
         return Source(
-            ("task", seed, size),
+            ("task", rest, seed, size, task_code(rest)),
             lambda: size,
             functools.partial(_generated, rest, split, size, seed),
         )
     if scheme == "files":
         src, tgt = Path(f"{rest}.{cfg.src_lang}"), Path(f"{rest}.{cfg.tgt_lang}")
-        stats = [_stat(path) for path in (src, tgt)]
         return Source(
-            ("files", stats),
+            ("files", [content_hash(path) for path in (src, tgt)]),
             functools.partial(_aligned_count, src, tgt),
             functools.partial(paired_lines, src, tgt),
         )
@@ -83,10 +84,11 @@ def open_source(cfg: DataConfig, split: str, seed: int) -> Source:
     return Source(("hf", ds._fingerprint), lambda: len(ds), functools.partial(_slices, ds))
 
 
-def _stat(path: Path) -> list:
-    """A file's path, size and time: a changed file is another source."""
-    stat = path.stat() if path.is_file() else None
-    return [os.path.abspath(path), stat and stat.st_size, stat and stat.st_mtime_ns]
+def task_code(name: str) -> str:
+    """A hash of the file that generates task `name`: a changed generator (or a helper beside
+    it) is another source, whatever its name and seed."""
+    path = inspect.getsourcefile(TASKS.get(name))
+    return content_hash(Path(path)) if path else name
 
 
 def _aligned_count(src: Path, tgt: Path) -> int:
