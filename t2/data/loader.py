@@ -152,8 +152,7 @@ def leave_signals_to_trainer(worker_id: int) -> None:
     would end the trainer (`DataLoader worker ... is killed by signal`) before it saved,
     so workers ignore SIGUSR1 and SIGINT, and SIGTERM unless their trainer sent it: that
     is the loader's own shutdown (multiprocessing's terminate()), as torch's worker handler
-    has it.
-    SIGTERM is blocked and a thread reads who sent it (sigwaitinfo)."""
+    has it: SIGTERM is blocked, and a thread reads who sent it (sigwaitinfo)."""
     for sig in (signal.SIGUSR1, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # threads made later inherit it

@@ -34,9 +34,10 @@ SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
 # several processes agree on a signal after about CHECK_S seconds of steps, and at most
-# MOST_STEPS steps: an exchange costs a network round trip (tens of microseconds on one
-# host; milliseconds across many nodes), under 1% of that time, and the run stops well
-# inside a scheduler's grace period (torchrun's --shutdown-timeout is 30 s by default)
+# MOST_STEPS steps: an exchange costs a network round trip (0.5 ms between 2 processes of
+# a 2-core host, docs/distributed.md; milliseconds across many nodes), under 1% of that,
+# and the run stops well inside a scheduler's grace period (torchrun's --shutdown-timeout
+# is 30 s by default)
 CHECK_S = 1.0
 MOST_STEPS = 8
 
@@ -49,7 +50,7 @@ class Preemption:
     def __init__(self, accelerator: Any, timeout: float, latest: Callable[[], Any]) -> None:
         self.received: int | None = None
         self.before: dict[int, Any] = {}
-        self.processes, self.main = accelerator.num_processes, accelerator.is_main_process
+        self.processes = accelerator.num_processes
         self.timeout, self.latest = timeout, latest
         self.group: Any = None
         self.step = self.checked = 0
