@@ -27,8 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # run by the processes in place of train.py: as process T2_SENDER (0) ends step
 # T2_SIGNAL_STEP, a `kill` of its own (outside the job) sends T2_SIGNAL to T2_TARGET: the
-# trainer ("pid"), its process group ("group") or its launcher's ("launcher"); the step
-# and the moment go to T2_SENT
+# trainer ("pid"), its process group ("group") or its launcher's ("launcher"), which holds
+# it pending in each target by the time the step goes on; the step and the moment go to
+# T2_SENT
 SENDER = """
 import os, runpy, subprocess, sys, time
 import t2.train.loop as loop
@@ -46,7 +47,7 @@ def signalled(*args, **kwargs):
             "launcher": -os.getpgid(os.getppid()),
         }[os.environ["T2_TARGET"]]
         kill = ["kill", "-s", os.environ.get("T2_SIGNAL", "TERM"), "--", str(target)]
-        subprocess.Popen(kill, start_new_session=True)
+        subprocess.run(kill, start_new_session=True)  # delivered when it returns
 loop.train_step = signalled
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")

@@ -1,8 +1,10 @@
 """A stop signal gives a checkpoint however it arrives: to the trainer's process group (its
 loader worker too), through torchrun, to every process of a two-process job (srun's way).
 Each is sent by a `kill` from outside the job as process 0 ends step 5, with a loader
-worker in each process (train.loader_workers=1); the run ends within a few steps (the
-processes agree every few steps, t2.train.preempt), in one line, exit 128 + SIGTERM. To the
+worker in each process (train.loader_workers=1); the run ends within a few steps of the
+signal reaching the trainers (the processes agree every few steps, t2.train.preempt;
+torchrun's forwarding comes first, so there the bound is in seconds), in one line, exit
+128 + SIGTERM. To the
 trainer's pid alone: test_train_resume.py::test_a_preempted_run_saves_its_step_…"""
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ import sys
 
 import pytest
 
-from benchmarks.stop_signal import ROOT, SENDER, TINY, every_process, signal_env, train_command
+from benchmarks.stop_signal import (
+    ROOT,
+    SENDER,
+    TINY,
+    every_process,
+    signal_env,
+    timed,
+    train_command,
+)
 from t2.rundir import RunDir
 from t2.train.preempt import MOST_STEPS
 
@@ -74,7 +84,10 @@ def test_sigterm_to_torchrun_saves_and_torchrun_ends_without_a_traceback(tmp_pat
         start_new_session=True,  # torchrun leads a group of its own, as under a scheduler
     )
     assert cut.returncode == STOPPED, cut.stderr[-3000:]
-    assert AT_STEP <= _one_line(cut.stderr, run) <= AT_STEP + MOST_STEPS + 1
+    saved, sent = _one_line(cut.stderr, run), timed(run, run.with_name("run.sent"))
+    # torchrun's own handling and forwarding come first: bound in seconds, not steps
+    assert AT_STEP <= saved < 40 and sent["saved"] == saved, sent  # 40: the last step
+    assert 0 < sent["seconds"] < 30, sent  # inside torchrun's default --shutdown-timeout
 
 
 @pytest.mark.slow
