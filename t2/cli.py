@@ -28,7 +28,8 @@ def run_main(main: Callable[[], int | None]) -> None:
     try:
         code = main()
     except T2Error as err:
-        print(f"error: {err}", file=sys.stderr)
+        if err.shown:
+            print(f"error: {err}", file=sys.stderr)
         exit_process(err.exit_status)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -9,6 +9,7 @@ class T2Error(Exception):
     """Base class for errors that entry scripts print as one line and exit non-zero."""
 
     exit_status = 2
+    shown = True  # False: another process of the job prints the line (PreemptedError)
 
 
 class ConfigError(T2Error):
@@ -51,11 +52,12 @@ class ExportError(T2Error):
 
 class PreemptedError(T2Error):
     """Training stopped by a scheduler's signal after saving a checkpoint; the exit status
-    is 128 + the signal's number, as a process ended by it (what schedulers read)."""
+    is 128 + the signal's number, as a process ended by it (what schedulers read). The
+    processes of a job that agreed on the step all exit so; the main one `shown` the line."""
 
-    def __init__(self, message: str, signum: int) -> None:
+    def __init__(self, message: str, signum: int, shown: bool = True) -> None:
         super().__init__(message)
-        self.exit_status = 128 + signum
+        self.exit_status, self.shown = 128 + signum, shown
 
 
 def failed_import(err: BaseException, what: str, home: str = "") -> ConfigError:

@@ -35,7 +35,7 @@ LAYERS = (
     ("t2.figures",),
     ("t2.commands",),
     ("t2.cli",),
-    ("t2.__main__",),
+    ("t2.__main__", "t2.torchrun"),  # entry points: `python -m t2`, `python -m t2.torchrun`
 )
 # the config layer: names, sections and recipes, checked without the code they configure;
 # with the command layer it is all that `t2 --help` and `t2 VERB --help` import

@@ -167,7 +167,9 @@ def srun_job(run) -> tuple:
 
 
 @pytest.mark.slow
-def test_srun_tasks_are_one_job_with_no_deprecation_warning(two_process_run):
+def test_srun_tasks_are_one_job_with_the_data_lines_once_and_no_deprecation_warning(
+    two_process_run,
+):
     run, outputs = two_process_run
     for code, _, err in outputs:
         assert code == 0, err[-3000:]
@@ -176,6 +178,9 @@ def test_srun_tasks_are_one_job_with_no_deprecation_warning(two_process_run):
     assert "SLURM: 2 tasks of job 4242 form one job of 2 processes, 2 on this node" in first
     assert "batch plan: 2 processes x 1 micro-batch" in first
     assert "storage:" not in first  # one folder: nothing to say
+    assert "data train: 400 pairs read" in first  # the data lines: one copy, the main's
+    other = (outputs[1][1] + outputs[1][2]).splitlines()
+    assert not [line for line in other if line.startswith(("data ", "tokenizer"))], other
     assert [s for s, _ in losses(run)] == list(range(1, 7))
     assert (run / "results.json").is_file()
 

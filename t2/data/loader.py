@@ -3,6 +3,9 @@ resumable DataLoader over t2.data.batching's sampler, and Batches, what training
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 from collections.abc import Iterator
 from itertools import chain
 from typing import Any
@@ -90,13 +93,29 @@ class ResumableLoader(DataLoader):
 
 
 class Batches:
-    """Micro-batches without end, epoch after epoch; the sampler holds the position."""
+    """Micro-batches without end, epoch after epoch; the sampler holds the position. A
+    context manager: on leaving, the loader's workers are shut down (Lightning does the
+    same, by the same private call), not left to the interpreter's exit."""
 
     def __init__(self, loader: ResumableLoader) -> None:
         self.loader, self.it = loader, iter(loader)
 
     def __iter__(self) -> Batches:
         return self
+
+    def __enter__(self) -> Batches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the loader's workers (each reads its end from its queue); the next iteration
+        starts new ones."""
+        workers = getattr(self.loader, "_iterator", None)  # the persistent workers' iterator
+        if workers is not None and hasattr(workers, "_shutdown_workers"):
+            workers._shutdown_workers()
+        self.loader._iterator = None
 
     def __next__(self) -> dict[str, torch.Tensor]:
         try:
@@ -122,4 +141,27 @@ def make_loader(
         persistent_workers=num_workers > 0,
         pin_memory=torch.cuda.is_available(),
         generator=torch.Generator().manual_seed(sampler.seed),
+        worker_init_fn=leave_signals_to_trainer if num_workers > 0 else None,
     )
+
+
+def leave_signals_to_trainer(worker_id: int) -> None:
+    """In each loader worker: the stop signals are the trainer's (t2.train.preempt). A
+    signal goes to a group: torchrun forwards with killpg, SLURM signals every process of
+    a step, a terminal's Ctrl-C reaches its foreground group. A worker that died of it
+    would end the trainer (`DataLoader worker ... is killed by signal`) before it saved,
+    so workers ignore SIGUSR1 and SIGINT, and SIGTERM unless their trainer sent it: that
+    is the loader's own shutdown (multiprocessing's terminate()), as torch's worker handler
+    has it: SIGTERM is blocked, and a thread reads who sent it (sigwaitinfo)."""
+    for sig in (signal.SIGUSR1, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # threads made later inherit it
+    trainer = os.getppid()
+    threading.Thread(target=_ended_by, args=(trainer,), daemon=True).start()
+
+
+def _ended_by(trainer: int) -> None:
+    """Exit at a SIGTERM from `trainer`; one from anyone else is the trainer's to act on."""
+    while True:
+        if signal.sigwaitinfo({signal.SIGTERM}).si_pid == trainer:
+            os._exit(0)

@@ -85,8 +85,9 @@ def train(
     bar = progress_bar(cfg.train.max_steps, step, acc.is_main_process)
     model.train()
     stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
-    lost = LostProcess(acc, cfg.train.collective_timeout, run.run_dir.latest)
-    with Preemption() as preempt, lost:  # SIGTERM, SIGUSR1: a checkpoint, then stop
+    timeout, latest = cfg.train.collective_timeout, run.run_dir.latest
+    lost, preempt = LostProcess(acc, timeout, latest), Preemption(acc, timeout, latest)
+    with batches, preempt, lost:  # SIGTERM, SIGUSR1: a checkpoint, then stop
         while stopped_by is None:
             lost.mark(step)
             micro = [next(batches) for _ in range(cfg.train.accumulate)]
@@ -110,7 +111,7 @@ def train(
                     run, step, best, log, stopped_by, record["bad_run"], budget
                 )
             # the last step too: a signal there ends the run before the test split's decoding
-            if preempt.requested(step, acc, cfg.train.log_every, final=stopped_by is not None):
+            if preempt.requested(step, final=stopped_by is not None):
                 ckpt = save_now(run, step, best, stats, budget)
                 preempt.finish(step, ckpt, stopped_by, run.run_dir.path, acc.is_main_process)
     bar.close()

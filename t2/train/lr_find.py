@@ -77,6 +77,7 @@ def lr_find(cfg: Config, run_dir: Path) -> tuple[float, Path]:
             stats,
         )
         losses.append(step_loss(stats))  # stays on the device
+    batches.close()
     values = torch.stack(losses).tolist()  # one synchronisation for the whole sweep
     suggestion, index = suggest(lrs, values)
     plot = run.run_dir.file("lr_find.png")

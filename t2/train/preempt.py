@@ -1,12 +1,15 @@
 """Preemption: SIGTERM (every scheduler's notice before it kills a job) and SIGUSR1 (SLURM's
 `--signal=USR1@SECONDS`) during training end the run at an optimizer-step boundary with a
 checkpoint of that step, as PyTorch Lightning does; the last step is no exception (the
-test split is then left to score). One process stops at the step it is in; several
-processes agree where they already synchronise (every train.log_every steps, and the last
-step), so they all save the same step. During the final evaluation a signal ends it at
-once, naming the checkpoint to score later. Under SLURM, SIGUSR1 also requeues the job
-(`scontrol requeue`, by the main process), and `--resume` continues it as if it had never
-stopped."""
+test split is then left to score). However the signal arrives (to the trainer, to its
+process group, forwarded by torchrun, to every process of an srun step), it is the
+trainer's: loader workers leave it to it (t2.data.loader). One process stops at the step
+it is in. Several processes agree every few steps (CHECK_S, MOST_STEPS) and at the last
+step, by an all-reduce of the signal on a gloo group of their own: a host-side exchange
+that never waits for the GPU. They all save the same step; the main process says so in one
+line. During the final evaluation a signal ends it at once, naming the checkpoint to score
+later. Under SLURM, SIGUSR1 also requeues the job (`scontrol requeue`, by the main
+process), and `--resume` continues it as if it had never stopped."""
 
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,14 +33,34 @@ from t2.errors import PreemptedError
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
-class Preemption:
-    """Catches SIGNALS while training (the handlers before are put back on exit)."""
+# several processes agree on a signal after about CHECK_S seconds of steps, and at most
+# MOST_STEPS steps: an exchange costs a network round trip (0.5 ms between 2 processes of
+# a 2-core host, docs/distributed.md; milliseconds across many nodes), under 1% of that,
+# and the run stops well inside a scheduler's grace period (torchrun's --shutdown-timeout
+# is 30 s by default)
+CHECK_S = 1.0
+MOST_STEPS = 8
 
-    def __init__(self) -> None:
+
+class Preemption:
+    """Catches SIGNALS while training (the handlers before are put back on exit). With
+    several processes, an error after a signal (a process that torchrun or the scheduler
+    already ended) is one line too."""
+
+    def __init__(self, accelerator: Any, timeout: float, latest: Callable[[], Any]) -> None:
         self.received: int | None = None
         self.before: dict[int, Any] = {}
+        self.processes = accelerator.num_processes
+        self.timeout, self.latest = timeout, latest
+        self.group: Any = None
+        self.step = self.checked = 0
+        self.next_check, self.since = 1, time.monotonic()
 
     def __enter__(self) -> Preemption:
+        if self.processes > 1:  # every process makes it, at the same point
+            wait = timedelta(seconds=self.timeout)  # a lost process: LostProcess's line
+            self.group = torch.distributed.new_group(backend="gloo", timeout=wait)
+        self.since = time.monotonic()
         self.before = _handle(self._note)
         return self
 
@@ -44,29 +69,41 @@ class Preemption:
     ) -> None:
         for sig, handler in self.before.items():
             signal.signal(sig, handler)
+        if self.group is None or self.received is None or not isinstance(err, RuntimeError):
+            return
+        if not isinstance(err, torch.OutOfMemoryError):
+            self._unsaved(err)
 
     def _note(self, signum: int, frame: Any) -> None:
         self.received = signum
 
-    def requested(self, step: int, accelerator: Any, log_every: int, final: bool) -> bool:
-        """Whether the run stops after `step`: with several processes, only at a logging
-        step or the `final` one (where they all stop), and then if any of them received a
-        signal."""
-        if accelerator.num_processes == 1:
+    def requested(self, step: int, final: bool) -> bool:
+        """Whether the run stops after `step`: with several processes, when they agree
+        (every few steps, and at the `final` one, where they all stop), and then if any of
+        them received a signal."""
+        self.step = step
+        if self.group is None:
             return self.received is not None
-        if step % log_every and not final:
+        if step < self.next_check and not final:
             return False
-        flag = torch.tensor(float(self.received or 0), device=accelerator.device)
-        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-        self.received = int(flag.item()) or None
-        return self.received is not None
+        now = time.monotonic()
+        step_s = (now - self.since) / max(step - self.checked, 1)
+        steps = min(MOST_STEPS, max(1, int(CHECK_S / max(step_s, 1e-9))))
+        # each process's signal, and how many steps until the next exchange: the fewest
+        votes = torch.tensor([float(self.received or 0), -float(steps)])
+        torch.distributed.all_reduce(votes, op=torch.distributed.ReduceOp.MAX, group=self.group)
+        self.next_check, self.checked, self.since = step - int(votes[1].item()), step, now
+        agreed = int(votes[0].item())  # a signal since the vote is kept for the next one
+        if agreed:
+            self.received = agreed
+        return agreed != 0
 
     def finish(
         self, step: int, checkpoint: Path, stopped_by: str | None, run: Path, main: bool
     ) -> None:
-        """End the run in one line (a SLURM job that got SIGUSR1 is requeued first). At
-        the step where training ended (`stopped_by` a stop rule), the test split is not
-        scored: the line says how to score it."""
+        """End the run in one line, said by the main process (a SLURM job that got SIGUSR1
+        is requeued first). At the step where training ended (`stopped_by` a stop rule),
+        the test split is not scored: the line says how to score it."""
         assert self.received is not None
         at = f"{signal.Signals(self.received).name} at step {step}"
         then = "continue with --resume"
@@ -76,7 +113,21 @@ class Preemption:
         raise PreemptedError(
             f"{at}: checkpoint {checkpoint} saved{requeue(self.received, main)}; {then}",
             self.received,
+            shown=main,
         )
+
+    def _unsaved(self, err: BaseException) -> None:
+        """A signal, then an error before the processes agreed: another process is gone
+        (torchrun stopping the survivors of a failed one, a scheduler ending the job)."""
+        assert self.received is not None
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        latest = self.latest()
+        then = f"{latest} is the latest: continue with --resume" if latest else "restart it"
+        raise PreemptedError(
+            f"{signal.Signals(self.received).name} after step {self.step}, and no checkpoint "
+            f"of it: another process is gone ({reason}); {then}",
+            self.received,
+        ) from None
 
 
 def later_scoring(run: Path) -> str:

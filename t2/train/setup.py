@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -225,6 +229,18 @@ def plan_run(cfg: Config, run: RunDir, resume: bool, processes: int) -> tuple[Co
     return planned(keep_saved(cfg, saved) if saved else cfg, processes)
 
 
+@contextlib.contextmanager
+def main_speaks(accelerator: Accelerator) -> Iterator[None]:
+    """The data's lines (each split's counts, the tokenizer, a long stage's progress) once,
+    from the main process: the others prepare in silence (an error still ends each in its
+    line, after the block)."""
+    if accelerator.is_main_process:
+        yield
+        return
+    with open(os.devnull, "w") as sink, redirect_stdout(sink), redirect_stderr(sink):
+        yield
+
+
 def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str) -> Training:
     stages.begin()
     accelerator = make_accelerator(cfg, wandb)
@@ -240,15 +256,16 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
             if line:
                 print(line, flush=True)
     set_seed(cfg.train.seed)
-    tokenizer, train_ds, valid_ds, valid_pairs = prepare_data(
-        cfg, run, accelerator, waits, storage, resume
-    )
+    with main_speaks(accelerator):
+        tokenizer, train_ds, valid_ds, valid_pairs = prepare_data(
+            cfg, run, accelerator, waits, storage, resume
+        )
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=len(tokenizer)))
     set_seed(cfg.train.seed)  # the same initial weights whatever the data work consumed
     model = Transformer(cfg.model, pad_id=tokenizer.pad_token_id)
     model, forward, optimizer, scheduler = prepare_training(accelerator, model, cfg)
     rank, world = accelerator.process_index, accelerator.num_processes
-    with stages.Heartbeat("data train: plan the batches"):
+    with main_speaks(accelerator), stages.Heartbeat("data train: plan the batches"):
         sampler, loader = split_loader(train_ds, cfg, tokenizer.pad_token_id, True, rank, world)
     _, valid_loader = split_loader(valid_ds, cfg, tokenizer.pad_token_id, False, 0, 1)
     if storage.run.writes:  # with each data stage's seconds (t2.data.stages)

@@ -1,0 +1,169 @@
+"""A stop signal gives a checkpoint however it arrives: to the trainer's process group (its
+loader worker too), through torchrun, to every process of a two-process job (srun's way).
+Each is sent by a `kill` from outside the job as process 0 ends step 5, with a loader
+worker in each process (train.loader_workers=1); the run ends within a few steps of the
+signal reaching the trainers (the processes agree every few steps, t2.train.preempt;
+torchrun's forwarding comes first, so there the bound is in seconds), in one line, exit
+128 + SIGTERM. To the
+trainer's pid alone: test_train_resume.py::test_a_preempted_run_saves_its_step_…"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.stop_signal import (
+    ROOT,
+    SENDER,
+    TINY,
+    every_process,
+    signal_env,
+    timed,
+    train_command,
+)
+from t2.rundir import RunDir
+from t2.train.preempt import MOST_STEPS
+
+AT_STEP = 5
+STOPPED = 128 + signal.SIGTERM
+
+
+def _one_line(stderr: str, run) -> int:
+    """The step saved, from the one `error:` line (a SIGTERM at step N, its checkpoint)."""
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr[-3000:]
+    step = RunDir(run).latest()
+    assert step is not None, stderr[-3000:]
+    saved = int(step.name.split("-")[1])
+    assert lines[0] == (
+        f"error: SIGTERM at step {saved}: checkpoint {step} saved; continue with --resume"
+    ), lines[0]
+    return saved
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_process_group_with_a_loader_worker_saves(tmp_path):
+    """One process and its loader worker, in a group of their own (a terminal's, a batch
+    script's): the worker leaves the signal to the trainer, which saves the step it is in.
+    Before: the worker died of it (`DataLoader worker ... is killed by signal`), exit 1."""
+    run = tmp_path / "run"
+    cut = subprocess.run(
+        train_command(run, TINY, [sys.executable, "-c", SENDER]),
+        env=signal_env(run, AT_STEP, "group"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
+    assert cut.returncode == STOPPED, cut.stderr[-3000:]
+    assert cut.stderr.count("\n") == 1, cut.stderr[-3000:]
+    assert AT_STEP <= _one_line(cut.stderr, run) <= AT_STEP + MOST_STEPS
+
+
+@pytest.mark.slow
+def test_sigterm_to_torchrun_saves_and_torchrun_ends_without_a_traceback(tmp_path):
+    """`python -m t2.torchrun` (torchrun's arguments) given SIGTERM by killpg, as a
+    scheduler stops it: torchrun forwards it to each worker's group (the trainer and its
+    loader worker), both save the same step, the main process says so in one line and
+    torchrun adds its log lines but no traceback; exit 143. Before: the workers died of
+    their loader workers' deaths and torchrun ended in a SignalException traceback."""
+    run, sender = tmp_path / "run", tmp_path / "sender.py"
+    sender.write_text(SENDER)
+    launcher = [sys.executable, "-m", "t2.torchrun", "--standalone", "--nproc-per-node", "2"]
+    cut = subprocess.run(
+        train_command(run, TINY, [*launcher, str(sender)]),
+        env=signal_env(run, AT_STEP, "launcher"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,  # torchrun leads a group of its own, as under a scheduler
+    )
+    assert cut.returncode == STOPPED, cut.stderr[-3000:]
+    saved, sent = _one_line(cut.stderr, run), timed(run, run.with_name("run.sent"))
+    # torchrun's own handling and forwarding come first: bound in seconds, not steps
+    assert AT_STEP <= saved < 40 and sent["saved"] == saved, sent  # 40: the last step
+    assert 0 < sent["seconds"] < 30, sent  # inside torchrun's default --shutdown-timeout
+
+
+@pytest.mark.slow
+def test_sigterm_to_every_process_of_a_job_saves_within_a_few_steps(tmp_path):
+    """Two srun tasks, both trainers and both loader workers signalled (SLURM signals every
+    process of a step), with train.log_every=100: they agree within MOST_STEPS steps, not at
+    the next logging step, and save that step; the main process says so in one line, the
+    other in none. Before: the loader workers died and took the trainers with them, no
+    checkpoint. benchmarks/stop_signal.py measures the same thing over rounds."""
+    run = tmp_path / "run"
+    job = every_process(run, AT_STEP)
+    assert job["exit"] == [STOPPED, STOPPED], job["stderr"]
+    main, other = job["stderr"]
+    assert main.count("\n") == 1 and other == "", job["stderr"]
+    saved = _one_line(main, run)
+    assert job["sent_after"] == AT_STEP and job["saved"] == saved
+    assert 0 <= job["steps"] <= MOST_STEPS + 1, job
+    assert 0 < job["seconds"] < 30, job  # inside torchrun's default --shutdown-timeout
+
+
+class _Clock:
+    """preempt's clock: `step_s` seconds a step."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now, self.step_s = 0.0, step_s
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def _two_processes(monkeypatch, step_s: float, during=None):  # noqa: ANN001, ANN202
+    """A Preemption of process 0 of two whose partner votes nothing: the steps it exchanges
+    votes at (the all-reduce stubbed; `during(preempt)` runs inside it, as a signal can)."""
+    from types import SimpleNamespace
+
+    from t2.train import preempt as module
+
+    clock, exchanged = _Clock(step_s), []
+    monkeypatch.setattr(module, "time", clock)
+    acc = SimpleNamespace(num_processes=2, is_main_process=True)
+    preempt = module.Preemption(acc, 30, lambda: None)
+    preempt.group = "gloo"  # what __enter__ makes; the stub below never uses it
+
+    def all_reduce(votes, op, group):  # noqa: ANN001, ANN202
+        exchanged.append(preempt.step)
+        if during is not None:
+            during(preempt)
+
+    monkeypatch.setattr(module.torch.distributed, "all_reduce", all_reduce)
+    return preempt, clock, exchanged
+
+
+def test_processes_exchange_votes_every_second_of_steps_and_at_most_every_8(monkeypatch):
+    for step_s, every in ((0.01, MOST_STEPS), (0.3, 3), (2.0, 1)):
+        preempt, clock, exchanged = _two_processes(monkeypatch, step_s)
+        for step in range(1, 40):
+            clock.now += step_s
+            assert not preempt.requested(step, final=step == 39)
+        assert exchanged[:3] == [1, 1 + every, 1 + 2 * every], (step_s, exchanged)
+        assert exchanged[-1] == 39  # the last step: always
+
+
+def test_a_signal_during_the_exchange_is_kept_for_the_next(monkeypatch):
+    """The handler runs as the all-reduce returns (Python runs it between bytecodes): the
+    vote sent was none, so the processes go on, and the next exchange stops them. Before:
+    the result overwrote the signal and the run trained on (2 runs in 5 of a 2-process job
+    with 0.3 s steps)."""
+    calls = []
+
+    def signal_once(preempt) -> None:  # noqa: ANN001
+        calls.append(1)
+        if len(calls) == 1:
+            preempt._note(signal.SIGTERM, None)
+
+    preempt, clock, _ = _two_processes(monkeypatch, 2.0, during=signal_once)
+    clock.now += 2.0
+    assert not preempt.requested(1, final=False)  # every process voted none
+    clock.now += 2.0
+    assert preempt.requested(2, final=False) and preempt.received == signal.SIGTERM
