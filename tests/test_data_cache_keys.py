@@ -27,8 +27,10 @@ ALL = PAIRS | {"tokenizer"} | IDS
 TOKENIZER = {"tokenizer"} | IDS  # a new tokenizer gives new ids everywhere
 NONE: set[str] = set()
 
-EN = [f"the {w} house number {i} is red" for i, w in enumerate("big small old new".split())]
-DE = [f"das {w} haus nummer {i} ist rot" for i, w in enumerate("grosse kleine alte neue".split())]
+EN = [f"the {w} house number {i} is red" for i, w in enumerate(["big", "small", "old", "new"])]
+DE = [
+    f"das {w} haus nummer {i} ist rot" for i, w in enumerate(["grosse", "kleine", "alte", "neue"])
+]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,9 @@ def keys(cfg: DataConfig, seed: int = 1, monkeypatch=None) -> dict[str, str]:
         start = len(seen)
         encode_pairs(pairs, tokenizer, cfg, split)
         found[f"ids:{split}"] = seen[start].name
-    found.update({"tokenizer": p.name for p in seen if p.parent.name == "tokenizers"})
+    for folder in seen:
+        if folder.parent.name == "tokenizers":
+            found["tokenizer"] = folder.name
     return found
 
 
