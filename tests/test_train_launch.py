@@ -63,10 +63,13 @@ STEPS = {
         True,
     ),
     "srun-in-salloc-bash": ({"SLURM_JOB_NAME": "bash"}, True),
-    # an srun older than SLURM_STEP_NUM_TASKS: the step's SLURM_NTASKS
-    "srun-without-step-num-tasks": ({"SLURM_STEP_NUM_TASKS": None}, True),
     # python train.py in a batch script of --ntasks=8: the batch step is no srun step
     "python-in-sbatch": ({"SLURM_STEP_ID": None, "SLURM_STEP_NUM_TASKS": None}, False),
+    # the same on Slurm 26.05: the batch step's id, SLURM_BATCH_SCRIPT (0xfffffffb), is -5
+    "python-in-sbatch-26.05": (
+        {"SLURM_STEP_ID": "-5", "SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": None},
+        False,
+    ),
     # python train.py in salloc's shell (SLURM_PROCID where the shell is a step of its own)
     "python-in-salloc": (
         {"SLURM_JOB_NAME": "interactive", "SLURM_STEP_ID": None, "SLURM_STEP_NUM_TASKS": None},
@@ -77,6 +80,8 @@ STEPS = {
         {"SLURM_JOB_NAME": "bash", "SLURM_NTASKS": "1", "SLURM_STEP_NUM_TASKS": "1"},
         False,
     ),
+    # srun --ntasks-per-node=8 --pty bash, then python train.py: the shell of task 0
+    "python-in-srun-pty-of-several": ({"SLURM_PTY_PORT": "41523"}, False),
     # torchrun (one per node, under srun) set its own
     "torchrun-in-srun": ({"WORLD_SIZE": "8"}, False),
     "not-under-slurm": ({"SLURM_PROCID": None}, False),
@@ -90,7 +95,7 @@ def test_the_tasks_of_an_srun_step_of_several_form_one_job_and_nothing_else(case
     world = slurm_world(env)
     assert (world is not None) == forms
     if forms:
-        assert world["WORLD_SIZE"] == env["SLURM_NTASKS"]
+        assert world["WORLD_SIZE"] == env["SLURM_STEP_NUM_TASKS"]
 
 
 @pytest.mark.parametrize(
@@ -111,6 +116,52 @@ def test_a_task_takes_the_gpu_it_sees(local, devices, device):
 def test_a_task_with_a_local_id_beyond_the_gpus_it_sees_is_one_line():
     with pytest.raises(ConfigError, match=r"^SLURM task 5 of its node sees 4 GPUs: start one"):
         device_index(5, 4)
+
+
+@pytest.mark.parametrize("local", range(4))
+def test_every_task_of_several_gpus_per_task_stops_in_the_same_line(local):
+    """srun --ntasks-per-node=4 --gpus-per-task=2: each task sees its 2 GPUs. Tasks 0 and 1
+    took one of them silently, 2 and 3 were told to run 2 tasks a node."""
+    env = {**SRUN, "SLURM_LOCALID": str(local), "SLURM_GPUS_PER_TASK": "2"}
+    wanted = (
+        r"^this SLURM task sees 2 GPUs \(SLURM_GPUS_PER_TASK=2\): t2 runs one process per GPU; "
+        r"start one task per GPU \(srun --gpus-per-task=1, or --gpus-per-node=N with "
+        r"--ntasks-per-node=N\)$"
+    )
+    with pytest.raises(ConfigError, match=wanted):
+        slurm_world(env, 2)
+    assert slurm_world({**env, "SLURM_GPUS_PER_TASK": "1"}, 1)["LOCAL_RANK"] == "0"
+
+
+def test_tasks_that_share_their_nodes_gpus_take_their_local_ids():
+    """--gpus-per-node=4 --ntasks-per-node=4: every task sees the node's GPUs (NCCL's P2P
+    and NVLink between them stay open) and takes the one of its local id."""
+    env = {**SRUN, "SLURM_GPUS_PER_NODE": "4", "SLURM_GPUS_ON_NODE": "4"}
+    assert [slurm_world({**env, "SLURM_LOCALID": str(i)}, 4)["LOCAL_RANK"] for i in range(4)] == [
+        "0",
+        "1",
+        "2",
+        "3",
+    ]
+
+
+def test_two_steps_of_one_job_rendezvous_at_two_ports():
+    """Two srun steps running at once in one job (steps 0 and 1) took one port."""
+    ports = {slurm_world({**SRUN, "SLURM_STEP_ID": step})["MASTER_PORT"] for step in "012"}
+    assert len(ports) == 3 and slurm_world(SRUN)["MASTER_PORT"] == "18456"
+    reserved = {**SRUN, "SLURM_STEP_RESV_PORTS": "12000-12003"}  # srun --resv-ports
+    assert slurm_world(reserved)["MASTER_PORT"] == "12000"
+
+
+@pytest.mark.parametrize(
+    "het", ["SLURM_HET_JOB_ID", "SLURM_HET_SIZE", "SLURM_PACK_JOB_ID", "SLURM_PACK_SIZE"]
+)
+def test_a_heterogeneous_job_stops_in_one_line(het):
+    """A het job's step node list is sorted: its first host need not run task 0."""
+    wanted = r"^a heterogeneous SLURM job \(" + het + r"\) is not supported by t2's srun"
+    with pytest.raises(ConfigError, match=wanted):
+        slurm_world({**SRUN, het: "2"})
+    assert slurm_world({**SRUN, het: "2", "SLURM_STEP_NUM_TASKS": "1"}) is None  # one process
 
 
 def test_adopting_srun_counts_the_gpus_the_task_sees(monkeypatch):
@@ -179,9 +230,12 @@ seq -f 'gpu%05g' 1 MORE  # the rest of a long list: a pipe's buffer (64 KiB) ful
 """
 
 
-def run_sbatch(tmp_path: Path, *args: str, more: int = 0, **env: str) -> list[list[str]]:
+def run_sbatch(
+    tmp_path: Path, *args: str, more: int = 0, printed: str = "", fails: bool = False, **env: str
+) -> list[list[str]]:
     """examples/slurm/train.sbatch under bash with the stand-ins on PATH: srun's calls, each
-    as [SRUN_CPUS_PER_TASK=..., its arguments...]."""
+    as [SRUN_CPUS_PER_TASK=..., its arguments...]. `printed`: lines python3 prints before
+    what it is asked (a site's profile, say); `fails`: the script must stop in one line."""
     fake = tmp_path / "bin"
     fake.mkdir(parents=True)
     log = tmp_path / "srun.log"
@@ -189,7 +243,8 @@ def run_sbatch(tmp_path: Path, *args: str, more: int = 0, **env: str) -> list[li
     (fake / "scontrol").write_text(SCONTROL_STUB.replace("MORE", str(more)))
     for tool in fake.iterdir():
         tool.chmod(0o755)
-    (fake / "python3").symlink_to(sys.executable)
+    (fake / "python3").write_text(f"#!/bin/sh\nprintf '{printed}'\nexec {sys.executable} \"$@\"\n")
+    (fake / "python3").chmod(0o755)
     job = {
         "PATH": f"{fake}:/usr/bin:/bin",
         "SLURM_JOB_ID": "123456",
@@ -201,6 +256,9 @@ def run_sbatch(tmp_path: Path, *args: str, more: int = 0, **env: str) -> list[li
     done = subprocess.run(
         ["bash", str(SBATCH), *args], env={**job, **env}, capture_output=True, text=True
     )
+    if fails:
+        assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+        return [[done.stderr]]
     assert done.returncode == 0, done.stderr
     return [call.strip("\n").split("\n") for call in log.read_text().split("\n--\n")[:-1]]
 
@@ -258,3 +316,12 @@ def test_the_sbatch_script_takes_a_port_that_another_job_on_its_first_node_does_
     assert pick[:4] == ["--nodes=1", "--ntasks=1", "--cpus-per-task=1", "--nodelist=gpu07"]
     given = run_sbatch(tmp_path / "set", MASTER_PORT="29500")  # the user's own: no srun
     assert len(given) == 1 and torchrun_args(given).rdzv_endpoint == "gpu07:29500"
+
+
+def test_the_sbatch_script_takes_the_last_line_of_the_port_step_and_checks_it(tmp_path):
+    """What the port's step prints beside the port (a profile's line) went into the
+    rendezvous endpoint; a step that prints no port started torchrun with none."""
+    calls = run_sbatch(tmp_path / "noisy", printed="module: gcc loaded\\n")
+    assert int(torchrun_args(calls).rdzv_endpoint.removeprefix("gpu07:")) >= 1024
+    (line,) = run_sbatch(tmp_path / "none", printed="no port here", fails=True)[0]
+    assert line.startswith("train.sbatch: the port step on gpu07 printed no port")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -82,25 +83,64 @@ def test_processes_agree_on_the_checkpoint_to_resume_from(tmp_path):
     assert common_checkpoint(fresh, None, _TwoProcesses(([], None)), named=False) is None
 
 
-class _OnHosts:
-    """Waits of a job whose processes, in rank order, run on `hosts` (Waits.gather)."""
+class _Gathered:
+    """Waits whose gather gives what each process sent: `sent`, by rank (Waits.gather)."""
 
     group = "gloo"
 
-    def __init__(self, *hosts: str) -> None:
-        self.hosts = list(hosts)
+    def __init__(self, sent: list[object]) -> None:
+        self.sent = sent
 
     def gather(self, value: object) -> list[object]:
-        return self.hosts
+        return self.sent
 
 
-def test_the_writers_of_a_folder_when_the_setting_says_it():
+def writers_of(nodes: list[tuple[str, str | None]], monkeypatch) -> list[bool]:  # noqa: ANN001
+    """Whether each process writes with train.shared_filesystem=false, the processes in rank
+    order running on `nodes` (host name, GROUP_RANK or None): what each sends is found by
+    running it on its node, then each decides with what all of them sent."""
+
+    def on_node(rank: int, waits: object) -> Sharing:
+        host, group = nodes[rank]
+        monkeypatch.setattr(socket, "gethostname", lambda: host)
+        if group is None:
+            monkeypatch.delenv("GROUP_RANK", raising=False)
+        else:
+            monkeypatch.setenv("GROUP_RANK", group)
+        return detect(ROOT, False, waits, rank=rank)
+
+    class Recording(_Gathered):
+        def gather(self, value: object) -> list[object]:
+            self.sent.append(value)
+            return [value] * len(nodes)
+
+    sent: list[object] = []
+    for rank in range(len(nodes)):
+        on_node(rank, Recording(sent))
+    decided = [on_node(rank, _Gathered(sent)) for rank in range(len(nodes))]
+    assert all(not d.shared for d in decided)
+    return [d.writes for d in decided]
+
+
+def test_the_writers_of_a_folder_when_the_setting_says_it(monkeypatch):
     assert detect(ROOT, True, _TwoProcesses(), rank=1) == Sharing(writes=False, shared=True)
-    # false: the first process of each host, also where every task's LOCAL_RANK is 0 (srun
-    # --gpus-per-task=1: each task's one GPU is its device 0)
-    hosts = _OnHosts("gpu07", "gpu07", "gpu08", "gpu08")
-    writers = [detect(ROOT, False, hosts, rank=rank) for rank in range(4)]
-    assert writers == [Sharing(writes=w, shared=False) for w in (True, False, True, False)]
+    # false: the first process of each node, also where every task's LOCAL_RANK is 0 (srun
+    # --gpus-per-task=1: each task's one GPU is its device 0), and without GROUP_RANK
+    nodes = [("gpu07", "0"), ("gpu07", "0"), ("gpu08", "1"), ("gpu08", "1")]
+    assert writers_of(nodes, monkeypatch) == [True, False, True, False]
+    bare = [("gpu07", None), ("gpu07", None), ("gpu08", None), ("gpu08", None)]
+    assert writers_of(bare, monkeypatch) == [True, False, True, False]
+
+
+def test_two_nodes_of_one_host_name_each_write_their_own(monkeypatch):
+    """Pods with hostNetwork, `docker --network host`, the suite's two nodes on one host:
+    one host name, two nodes (GROUP_RANK 0 and 1). Gathering host names elected node 0's
+    first process alone, and node 1 wrote no --out."""
+    nodes = [("pod", "0"), ("pod", "0"), ("pod", "1"), ("pod", "1")]
+    assert writers_of(nodes, monkeypatch) == [True, False, True, False]
+
+
+def test_the_setting_is_true_false_or_auto():
     with pytest.raises(ConfigError, match="train.shared_filesystem must be true, false or auto"):
         TrainConfig(shared_filesystem="nfs")
 

@@ -4,10 +4,12 @@ A folder (the run directory, the data cache) is written by one process of each g
 processes that see the same folder: the lowest-ranked of them. On a shared filesystem
 that is the main process of the whole job, and the others read what it wrote; on
 node-local disks (cloud instances, Kubernetes pods) it is each node's first process (the
-lowest-ranked on its host: LOCAL_RANK names a GPU, 0 on every task of `srun
---gpus-per-task=1`, not the first process of a node), so
-that every node has its own data cache and its own copy of the run, checkpoints
-included: a resuming process reads them where it runs.
+lowest-ranked of its node: LOCAL_RANK names a GPU, 0 on every task of `srun
+--gpus-per-task=1`, not the first process of a node), so that every node has its own
+data cache and its own copy of the run, checkpoints included: a resuming process reads
+them where it runs. A node is its host name and its node rank (GROUP_RANK, which
+torchrun, `accelerate launch` and t2's reading of srun's SLURM_NODEID set): pods with
+hostNetwork, or containers with the host's network, share a host name.
 
 The tokenizer is made once for the job, whatever the disks: the main process trains or
 loads it and sends the others its tokenizer.json over the process group.
@@ -19,6 +21,7 @@ file with the job's token in the folder, and every process lists the markers it 
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 from dataclasses import dataclass
@@ -55,9 +58,9 @@ def detect(folder: Path, setting: bool | str, waits: Waits, rank: int) -> Sharin
         return Sharing(writes=True, shared=True)
     if setting is True:
         return Sharing(writes=rank == 0, shared=True)
-    if setting is False:  # the lowest-ranked process of each host
-        hosts = waits.gather(socket.gethostname())
-        return Sharing(writes=hosts.index(hosts[rank]) == rank, shared=False)
+    if setting is False:  # the lowest-ranked process of each node
+        nodes = waits.gather((socket.gethostname(), os.environ.get("GROUP_RANK")))
+        return Sharing(writes=nodes.index(nodes[rank]) == rank, shared=False)
     assert setting == AUTO, setting
     token = waits.from_main(secrets.token_hex(8) if rank == 0 else None)
     folder.mkdir(parents=True, exist_ok=True)
