@@ -14,10 +14,13 @@ import pytest
 from toy_task import t2_here
 
 from t2.cli import main
+from t2.data.pipeline import load_pairs
+from t2.data.tasks import generate
 from t2.errors import ConfigError
 from t2.registry import FFN, NORM, POSITIONAL, RESIDUAL
 from t2.sanity.combos import (
     AXES,
+    PASS_MARKS,
     Combination,
     base,
     cross_product,
@@ -25,7 +28,7 @@ from t2.sanity.combos import (
     parse_spec,
     parse_tasks,
 )
-from t2.sanity.suite import Outcome
+from t2.sanity.suite import Outcome, task_config
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -183,6 +186,16 @@ def test_no_positions_is_expected_to_fail_order_tasks_only_and_must_not_pass_the
     # sort depends on the bag alone, so it must pass like any other combination
     assert not outcome("none", "sort", 0.5, stopped="max_steps").ok
     assert not outcome("rope", "copy", 0.5, stopped="max_steps").ok
+
+
+def test_each_task_of_the_suite_trains_on_its_own_pairs_from_one_data_cache(tmp_path):
+    """The suite's tasks share the train seed, the sizes and the data cache: each must
+    still read the pairs its own generator makes (one cache key once served them all)."""
+    sets = ["data.task_train_size=30", "data.task_eval_size=5", f"data.cache_dir={tmp_path}"]
+    for task in PASS_MARKS:
+        data = task_config(BASE, task, sets).data
+        pairs = load_pairs(data, "train", 1)
+        assert (pairs["src"], pairs["tgt"]) == generate(task, "train", 30, 1), task
 
 
 def sanity(out: Path, *extra: str, here: bool = False) -> subprocess.CompletedProcess:
