@@ -28,6 +28,7 @@ import pkgutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from t2.errors import ConfigError, failed_import
@@ -97,8 +98,10 @@ class Registry(Generic[T]):
 
         def decorator(obj: T) -> T:
             module = getattr(obj, "__module__", None) or type(obj).__module__
-            # the module whose code registers it: a class's __module__ is only a claim
-            caller = sys._getframe(1).f_globals.get("__name__", "")
+            # the file whose code registers it: a class's __module__ and a module's
+            # __name__ are only claims (a plugin sets either); its code's file is where
+            # the import found it
+            caller = Path(sys._getframe(1).f_code.co_filename)
             self._check_home(name, module, caller)
             if name in self._entries:
                 first = describe(self._entries[name].module)
@@ -121,18 +124,20 @@ class Registry(Generic[T]):
                 f"{want.__name__} to register (docs/components.md)"
             )
 
-    def _check_home(self, name: str, module: str, caller: str) -> None:
+    def _check_home(self, name: str, module: str, caller: Path) -> None:
         """A built-in name is its own module's, a packaged name its package's, each
-        registered by that module's (package's) own code, whatever the object's __module__
-        claims; a built-in module registers its own name."""
+        registered by code in that module's file (the package's folder), whatever the
+        object's __module__ or the module's __name__ claims; a built-in module registers
+        its own name."""
         home = f"{self.package}.{name}"
-        if name in self.built_in and (module, caller) != (home, home):
+        own = name in self.built_in and module == home and _within(caller, self.package, name)
+        if name in self.built_in and not own:
             raise ConfigError(
                 f"{self.kind} {name!r} is built in ({home}); register yours under another name"
             )
         offer = self.packaged.get(name)
         top = offer.module.split(".")[0] if offer is not None else ""
-        if offer is not None and {module.split(".")[0], caller.split(".")[0]} != {top}:
+        if offer is not None and (module.split(".")[0] != top or not _within(caller, top)):
             raise ConfigError(
                 f"{self.kind} {name!r} is offered by the installed package {package_of(offer)} "
                 f"({offer.value}); register yours under another name"
@@ -209,6 +214,24 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         return name in self.built_in or name in self._entries or name in self.packaged
+
+
+def _within(file: Path, package: str, name: str = "") -> bool:
+    """Whether `file` (links resolved) is the module `name` of `package`'s folders (its
+    NAME.py or NAME/__init__.py), or with no name lies anywhere in them."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return False
+    folders = (spec.submodule_search_locations or []) if spec is not None else []
+    file = file.resolve()
+    for folder in map(Path, folders):
+        folder = folder.resolve()
+        if not name and file.is_relative_to(folder):
+            return True
+        if name and file in (folder / f"{name}.py", folder / name / "__init__.py"):
+            return True
+    return False
 
 
 def describe(module: str) -> str:

@@ -22,11 +22,15 @@ A plugin of these attacks writes the file PWNED when imported: the tests look fo
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
+import re
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -43,7 +47,7 @@ from t2.model.transformer import Transformer
 from t2.opener import open_model
 from t2.plugins import isolated, load_plugin, loaded
 from t2.registry import Registry
-from t2.rundir import keep_plugins
+from t2.rundir import carry_plugins, keep_plugins
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -227,3 +231,129 @@ def test_no_local_path_goes_into_a_manifest_or_a_card(hf):
     assert "files:test" in (hf / "README.md").read_text()  # a path by its name only
     assert (hf / "plugins" / "gain.py").is_file()
     assert 'from_pretrained("hf", trust_plugins=True)' in (hf / "README.md").read_text()
+
+
+# review of the first fixes: the attacks that still got through
+
+
+def downloaded_run(hf: Path, tmp_path: Path) -> Path:
+    """The run the hf fixture was exported from, in a subfolder of a `hf download
+    --local-dir` folder, its plugin replaced by one that leaves PWNED."""
+    (tmp_path / "dl" / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    run = tmp_path / "dl" / "model"
+    shutil.copytree(hf.parent / "run", run)
+    shutil.rmtree(run / "plugins")
+    manifest(run, evil(run))
+    return run
+
+
+@pytest.mark.parametrize("where", ["run", "checkpoint"])
+def test_a_run_inside_a_local_dir_download_runs_no_plugin(hf, tmp_path, where):
+    run = downloaded_run(hf, tmp_path)
+    folder = run if where == "run" else next((run / "checkpoints").glob("step-*"))
+    src = tmp_path / "src.txt"
+    src.write_text("a b\n")
+    code, _, err = t2("translate", "--checkpoint", folder, "--input", src)
+    assert code == 2 and "downloaded from the Hugging Face Hub" in err and not ran(run), err
+
+
+def _reader(name: str, run: Path, out: Path) -> Callable[[], object]:
+    """Each way a run folder is read without the opener."""
+    from t2.experiments.robust import suite
+    from t2.formats.run import load_run
+    from t2.rundir import load_model
+
+    return {
+        "average": lambda: t2("average", run, "--last", "1", "--out", out),
+        "figures": lambda: t2("figures", run, "--out", out),
+        "train --resume": lambda: t2(
+            "train", "--recipe", "quickstart", "--resume", "--out", run, "--dry-run"
+        ),
+        "load_model": lambda: load_model(run),
+        "load_run": lambda: load_run(run, 0, "cpu"),
+        "robustness suite": lambda: suite(SimpleNamespace(path=run), "cpu"),
+    }[name]
+
+
+@pytest.mark.parametrize(
+    "reader",
+    ["average", "figures", "train --resume", "load_model", "load_run", "robustness suite"],
+)
+def test_every_reader_of_a_downloaded_run_refuses_its_plugin(hf, tmp_path, reader):
+    run = downloaded_run(hf, tmp_path)
+    out = tmp_path / "out"
+    try:
+        result = _reader(reader, run, out)()
+    except CheckpointError as err:
+        result = (2, "", str(err))
+    assert result[0] == 2 and "carries plugin code" in result[2], result
+    assert "--trust-plugins" in result[2] and not ran(run) and not out.exists()
+
+
+def test_a_plugin_naming_its_module_after_a_built_in_is_refused(tmp_path):
+    norms = Registry("normalisation (model.norm)", "norm", "t2.model.norm", NormFacts)
+    file = tmp_path / "impostor.py"
+    file.write_text(
+        '__name__ = "t2.model.norm.rmsnorm"  # what the built-in module calls itself\n'
+        "class RMSNorm(torch.nn.Module):\n    pass\n"
+        'norms.register("rmsnorm", facts)(RMSNorm)\n'
+    )
+    facts = NormFacts(lambda d: d, lambda d: d, Ct2(unexpressed="a probe"))
+    code = compile(file.read_text(), str(file), "exec")
+    with pytest.raises(ConfigError, match="'rmsnorm' is built in"):
+        exec(code, {"torch": torch, "norms": norms, "facts": facts})
+    assert "rmsnorm" not in norms.registered()
+
+
+def test_a_link_to_a_hub_snapshot_is_never_a_run_folder(tmp_path, offline_cache):
+    snapshot = cache_repo(run_layout(tmp_path / "pushed"), "evil/m", offline_cache)
+    link = tmp_path / "mylink"
+    link.symlink_to(snapshot)
+    src = tmp_path / "src.txt"
+    src.write_text("a b\n")
+    code, _, err = t2("translate", "--checkpoint", link, "--input", src)
+    assert code == 2 and "downloaded from the Hugging Face Hub" in err, err
+    assert not ran(snapshot) and not ran(link)
+
+
+def test_a_link_in_plugins_to_a_file_outside_is_refused_even_when_trusted(tmp_path):
+    folder = hf_shaped(tmp_path / "dl" / "hf")
+    outside = evil(tmp_path / "dl" / "x")  # dl/x/plugins/evil.py
+    (folder / "plugins").mkdir()
+    (folder / "plugins" / "evil.py").symlink_to("../../x/plugins/evil.py")
+    manifest(folder, outside)
+    src = tmp_path / "src.txt"
+    src.write_text("a b\n")
+    code, _, err = t2("translate", "--checkpoint", folder, "--input", src, "--trust-plugins")
+    assert code == 2 and err.count("\n") == 1 and "outside" in err, err
+    out = tmp_path / "out"
+    with pytest.raises(CheckpointError, match="outside"):
+        carry_plugins(folder, out)
+    assert not ran(tmp_path / "dl" / "x") and not (out / "plugins" / "evil.py").exists()
+
+
+def test_no_absolute_local_path_goes_into_an_exported_folder(hf, tmp_path):
+    run = tmp_path / "home" / "alice" / "run"
+    shutil.copytree(hf.parent / "run", run)
+    root = str(tmp_path)
+    changes = {"test": f"files:{root}/data/test", "tokenizer": f"{root}/tok"}
+    cfg_path = run / "config.yaml"
+    text = cfg_path.read_text()
+    for key, value in {**changes, "cache_dir": f"{root}/cache"}.items():
+        text = re.sub(rf"(?m)^(  {key}:).*$", rf"\1 {value}", text)
+    cfg_path.write_text(text)
+    for ckpt in (run / "checkpoints").glob("step-*"):
+        shutil.copyfile(cfg_path, ckpt / "config.yaml")
+    meta = json.loads((ckpt / "meta.json").read_text())  # the run's: as t2 train's, a recipe
+    run_meta = {k: meta[k] for k in ("format", "t2", "torch", "world_size")}
+    (run / "meta.json").write_text(json.dumps({**run_meta, "recipe": "/home/alice/exp/my.yaml"}))
+    formats = ["hf"] + (["ct2"] if importlib.util.find_spec("ctranslate2") else [])
+    for name in formats:
+        out = export(run, name, tmp_path / "exports" / name)
+        for file in (f for f in out.rglob("*") if f.is_file()):
+            if file.suffix in (".safetensors", ".bin"):
+                continue
+            text = file.read_text(encoding="utf-8")
+            assert root not in text and "/home/alice" not in text, (name, file)
+            assert not re.search(r'"(files:)?/[^"]*"', text), (name, file)
+    assert f"files:{root}" in cfg_path.read_text()  # the run's own config keeps its paths

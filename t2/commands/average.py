@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.commands.options import check_out_folder
+from t2.commands.options import add_trust_argument, check_out_folder
 
 HELP = "average the weights of the last N checkpoints into a new checkpoint"
 
@@ -19,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="a run directory or a checkpoint")
     parser.add_argument("--last", type=int, default=5, metavar="N", help="how many (default 5)")
     parser.add_argument("--out", help="folder to write (default: beside the checkpoints)")
+    add_trust_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -26,5 +27,5 @@ def run(args: argparse.Namespace) -> None:
 
     if args.out:
         check_out_folder(args.out)
-    folder = average_checkpoints(args.checkpoint, args.last, args.out)
+    folder = average_checkpoints(args.checkpoint, args.last, args.out, args.trust_plugins)
     print(f"averaged the last {args.last} checkpoints of {args.checkpoint}: {folder}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from t2.commands.options import check_out_folder, default_device
+from t2.commands.options import add_trust_argument, check_out_folder, default_device
 
 HELP = "draw a run's figures: positional encoding, attention maps, LR finder, curves"
 
@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="positions in the positional-encoding figure (default 100)",
     )
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    add_trust_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> None:
     opts = FigureOptions(
         args.run_dir,
         device=default_device(args.device),
+        trust_plugins=args.trust_plugins,
         **{k: v for k, v in given.items() if v is not None},
     )
     for path in write_figures(opts):

@@ -51,7 +51,7 @@ def add_trust_argument(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run plugin code you did not give with --plugin: a recipe's or sweep file's "
         "plugins:, or what an hf folder, a CTranslate2 export or a hub repo carries (read "
-        "it first); a run directory's own copies need no flag",
+        "it first); a run directory's own copies need no flag, unless it was downloaded",
     )
 
 

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
 
     out = Path(args.out or Path("runs") / Path(args.recipe).stem)
     if args.resume:  # the run's own plugin copies first: its config names their components
-        load_kept(out, trusted=True)
+        load_kept(out, args.trust_plugins, own=True)
     cfg = load_config(args.recipe, args.overrides, args.trust_plugins)
     if (args.device_memory or args.processes != 1) and not args.dry_run:
         raise ConfigError(

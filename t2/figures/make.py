@@ -56,6 +56,7 @@ class FigureOptions:
     checkpoint: str = "best"  # best (else latest), latest, or a checkpoint folder
     positions: int = 100  # rows of the positional-encoding figure (report 000 drew 100)
     device: str = "cpu"
+    trust_plugins: bool = False  # a downloaded run's plugins (t2.rundir.plugins)
 
 
 def write_figures(opts: FigureOptions) -> list[Path]:
@@ -71,7 +72,7 @@ def write_figures(opts: FigureOptions) -> list[Path]:
     if opts.positions < 1:
         raise DataError(f"--positions must be at least 1, got {opts.positions}")
     ckpt = choose_checkpoint(run, opts.checkpoint)
-    bundle = load_run(ckpt, 0, opts.device)
+    bundle = load_run(ckpt, 0, opts.device, opts.trust_plugins)
     model, cfg, tokenizer, ckpt = bundle.t2_model(), bundle.config, bundle.tokenizer, bundle.path
     sentence = opts.sentence if opts.sentence is not None else first_valid_source(cfg)
     out = Path(opts.out) if opts.out else run.file(FIGURES)

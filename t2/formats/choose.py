@@ -74,7 +74,7 @@ def import_kept(folder: Path, fmt: ModelFormat, trust_plugins: bool) -> None:
     """Import the plugins `folder`, a folder of format `fmt`, keeps: a run's own copies,
     any other format's only when the caller trusts them (t2.rundir.plugins). The one trust
     decision of every reader: the opener, and t2.cli before it builds its parser."""
-    load_kept(folder, fmt.own_plugins or trust_plugins)
+    load_kept(folder, trust_plugins, own=fmt.own_plugins)
 
 
 def hub_files() -> list[str]:

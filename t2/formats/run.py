@@ -29,13 +29,20 @@ from t2.rundir import (
 from t2.serve.engine import TorchEngine
 
 
-def load_run(path: str | Path, average_last: int = 0, device: torch.device | str = "cpu") -> Bundle:
+def load_run(
+    path: str | Path,
+    average_last: int = 0,
+    device: torch.device | str = "cpu",
+    trust_plugins: bool = False,
+) -> Bundle:
     """The bundle of a run directory (its best checkpoint, else its latest complete one) or
     a checkpoint: the weights, the config and the tokenizer the run was trained with, each
     checked against the others; with `average_last` N, the mean of the last N checkpoints
-    (t2.rundir.average). Its `path` is the checkpoint read."""
-    ckpt = Path(average_checkpoints(path, average_last) if average_last else resolve(path))
-    model, cfg = load_model(ckpt, device)
+    (t2.rundir.average). Its `path` is the checkpoint read. The run's plugins run unless
+    it was downloaded, then only with `trust_plugins` (t2.rundir.plugins.may_run_kept)."""
+    average = average_last and average_checkpoints(path, average_last, None, trust_plugins)
+    ckpt = Path(average or resolve(path))
+    model, cfg = load_model(ckpt, device, trust_plugins)
     folder = tokenizer_folder(ckpt, cfg)
     tokenizer = load_tokenizer(folder)
     fix = "use the tokenizer of the same run"

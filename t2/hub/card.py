@@ -17,6 +17,7 @@ from t2 import __version__
 from t2.config import Config
 from t2.decoding.options import output_settings
 from t2.hub.facts import RunFacts
+from t2.hub.public import public
 from t2.rundir.plugins import kept_components
 
 ARCHITECTURE = (
@@ -53,17 +54,6 @@ RECIPE = (
     "mixed_precision",
     "seed",
 )
-
-
-def public(value: str) -> str:
-    """A config value as a card may publish it: an absolute local path (`/home/me/x`,
-    `files:/data/wmt`) by its last name only; a card is pushed with its folder."""
-    scheme, colon, rest = value.partition(":") if ":" in value else ("", "", value)
-    if not colon or "/" in scheme:  # no scheme, or a path with a colon in it
-        scheme, colon, rest = "", "", value
-    if not Path(rest).is_absolute():
-        return value
-    return f"{scheme}{colon}{Path(rest).name}"
 
 
 def _table(rows: list[tuple[str, Any]]) -> str:
@@ -263,7 +253,7 @@ def model_card(ckpt: Path, cfg: Config, parameters: dict[str, int], name: str) -
     `name` (a repo id or a folder)."""
     facts = RunFacts.read(ckpt)
     title = (
-        f"# {facts.run_meta.get('recipe') or 't2 model'}: {cfg.data.src_lang}→"
+        f"# {public(facts.run_meta.get('recipe') or 't2 model')}: {cfg.data.src_lang}→"
         f"{cfg.data.tgt_lang} translation\n\nWritten by t2 {__version__} from checkpoint "
         f"`{Path(ckpt).name}` of its run."
     )

@@ -21,6 +21,7 @@ from t2.data.tokenizer import load_tokenizer
 from t2.errors import CheckpointError, ConfigError
 from t2.hub.download import locate
 from t2.hub.layout import CARD, CONFIG_JSON, HUB_FORMAT, REQUIRED, SECTIONS, TOP_KEYS, WEIGHTS
+from t2.hub.public import published
 from t2.model.transformer import Transformer
 from t2.rundir.loading import check_vocabulary
 from t2.rundir.plugins import carry_plugins, load_kept
@@ -35,9 +36,10 @@ def is_pretrained(path: str | Path) -> bool:
 
 
 def config_record(cfg: Config, source: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What config.json holds: format, version, the four config sections, provenance."""
+    """What config.json holds: format, version, the four config sections, provenance; no
+    local path (t2.hub.public: it is pushed with its folder)."""
     record = {"t2_format": HUB_FORMAT, "t2_version": __version__, **cfg.to_dict()}
-    return {**record, "source": source} if source else record
+    return published({**record, "source": source} if source else record)
 
 
 def read_config_json(folder: Path) -> Config:

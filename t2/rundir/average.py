@@ -79,7 +79,9 @@ def _meta(folder: Path) -> dict:
         return {}
 
 
-def average_checkpoints(path: str | Path, n: int, out: str | Path | None = None) -> Path:
+def average_checkpoints(
+    path: str | Path, n: int, out: str | Path | None = None, trust_plugins: bool = False
+) -> Path:
     """Write the mean of the last `n` checkpoints as a checkpoint folder and return it: by
     default beside them (checkpoints/avg-last{n}-<newest>), else at `out` with the run's
     tokenizer copied in, so the folder is self-contained. `load_model` reads it like any other."""
@@ -93,13 +95,17 @@ def average_checkpoints(path: str | Path, n: int, out: str | Path | None = None)
         raise CheckpointError(
             f"--out {folder} exists and is not an averaged checkpoint; pass a new folder"
         )
-    if len({read_config(p).model for p in found}) > 1:
+    # the run's plugins first (a downloaded run's only with trust_plugins): an average
+    # carries them as its own, and their names are in each config
+    if len({read_config(p, trust_plugins).model for p in found}) > 1:
         raise CheckpointError(f"the last {n} checkpoints of {path} differ in model config")
     cfg_text = (newest / CONFIG).read_text(encoding="utf-8")
     meta = new_meta(read_meta(newest).get("world_size", 1), averaged=sources)
     with atomic_folder(folder) as tmp:
         if out:  # self-contained: the run's tokenizer and plugins
-            shutil.copytree(tokenizer_folder(newest, read_config(newest)), tmp / TOKENIZER)
+            shutil.copytree(
+                tokenizer_folder(newest, read_config(newest, trust_plugins)), tmp / TOKENIZER
+            )
             carry_plugins(newest, tmp)
         write_folder(tmp, average_weights(found), cfg_text, meta)
     return folder

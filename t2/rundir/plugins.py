@@ -143,7 +143,19 @@ def carry_plugins(source: str | Path, folder: str | Path) -> None:
 
 
 def _verified(folder: Path, entry: dict[str, Any]) -> Path:
+    """A kept copy, checked: its bytes lie inside the plugins folder (a link to a file
+    elsewhere is refused; a Hub snapshot's links into its repo's blobs/ are the hub cache's
+    own layout) and match the manifest's SHA-256."""
+    from t2.hub.download import hub_repo_cache  # t2.hub imports this module
+
     copy = folder / entry["file"]
+    target, repo = copy.resolve(), hub_repo_cache(folder)
+    homes = [folder.resolve(), *([(repo / "blobs").resolve()] if repo is not None else [])]
+    if copy.exists() and target.parent not in homes:
+        raise CheckpointError(
+            f"{copy} links to {target}, outside {folder}; t2 reads no plugin file from outside "
+            f"its plugins/ folder: replace the link with the file"
+        )
     if not copy.is_file() or sha256(copy) != entry["sha256"]:
         raise CheckpointError(
             f"{copy} is missing or does not match its SHA-256 in {folder / MANIFEST} (changed "
@@ -153,9 +165,21 @@ def _verified(folder: Path, entry: dict[str, Any]) -> Path:
     return copy
 
 
-def load_kept(path: str | Path, trusted: bool) -> list[Plugin]:
-    """Import the plugins the model folder `path` keeps (see the module doc); `trusted`:
-    whether its code may run (a run directory's own, or the caller's explicit trust)."""
+def may_run_kept(path: str | Path, own: bool, trust_plugins: bool) -> bool:
+    """The one trust decision of every reader of a model folder's plugins: whether the
+    copies `path` keeps may run. `own`: a folder of a format that `t2 train` writes (a run,
+    a checkpoint, an average), whose copies run unless it was downloaded
+    (t2.hub.download.is_downloaded: every folder above it is looked at); any other folder,
+    or a downloaded one, only with the caller's `trust_plugins`."""
+    from t2.hub.download import is_downloaded  # t2.hub imports this module
+
+    return trust_plugins or (own and not is_downloaded(path))
+
+
+def load_kept(path: str | Path, trust_plugins: bool = False, own: bool = False) -> list[Plugin]:
+    """Import the plugins the model folder `path` keeps (see the module doc), trusted as
+    may_run_kept decides."""
+    trusted = may_run_kept(path, own, trust_plugins)
     folder = plugin_folder(path)
     if folder is None:
         return []

@@ -182,19 +182,23 @@ def load_training_state(ckpt: Path) -> dict[str, Any]:
     return state
 
 
-def read_config(ckpt: Path) -> Config:
-    """A checkpoint's config, after the plugins its run keeps (their names are in it)."""
+def read_config(ckpt: Path, trust_plugins: bool = False) -> Config:
+    """A checkpoint's config, after the plugins its run keeps (their names are in it): a
+    run's own copies, a downloaded run's only with `trust_plugins` (may_run_kept)."""
     path = Path(ckpt) / CONFIG
     if not path.is_file():
         raise CheckpointError(f"checkpoint {ckpt} has no {CONFIG}; it was not written by t2")
-    load_kept(ckpt, trusted=True)  # a run's own copies (t2.rundir.plugins: trust)
+    load_kept(ckpt, trust_plugins, own=True)
     return Config.from_yaml(path.read_text(encoding="utf-8"), str(path), saved=True)
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu") -> tuple[Transformer, Config]:
-    """The model of a checkpoint (or of a run directory's best one) with its config."""
+def load_model(
+    path: str | Path, device: str | torch.device = "cpu", trust_plugins: bool = False
+) -> tuple[Transformer, Config]:
+    """The model of a checkpoint (or of a run directory's best one) with its config (and
+    its plugins: read_config)."""
     ckpt = resolve(path)
-    cfg = read_config(ckpt)
+    cfg = read_config(ckpt, trust_plugins)
     model = Transformer(cfg.model)
     load_weights(model, ckpt)
     return model.to(device).eval(), cfg

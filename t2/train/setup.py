@@ -219,7 +219,7 @@ def saved_config(run: RunDir) -> Config | None:
     if not run.config.is_file():
         return None
     read_meta(run.path)  # a run of a format this t2 cannot read fails here, in one line
-    load_kept(run.path, trusted=True)  # the plugins whose names the config holds
+    load_kept(run.path, own=True)  # its plugins (t2.commands.train loaded trusted ones)
     return Config.from_yaml(run.config.read_text(encoding="utf-8"), str(run.config), saved=True)
 
 

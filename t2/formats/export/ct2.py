@@ -16,6 +16,7 @@ from t2.errors import ConfigError, ExportError
 from t2.formats.base import ModelFormat, Opened
 from t2.hub.layout import PLUGIN_FILES, TOKENIZER_FILES
 from t2.hub.pretrained import Bundle
+from t2.hub.public import published
 from t2.registry import EXPORT
 from t2.rundir import carry_plugins, check_vocabulary, load_kept
 from t2.serve.ct2 import (
@@ -35,24 +36,27 @@ CT2_FILES = ("model.bin", "config.json", "shared_vocabulary.json", "shared_vocab
 
 
 def export_record(opened: Opened, quant: str) -> dict[str, Any]:
-    """What EXPORT_META holds: the format, versions, provenance and the run's config."""
+    """What EXPORT_META holds: the format, versions, provenance and the run's config, with
+    no local path (t2.hub.public): the checkpoint by its name, as an hf folder's source."""
     import ctranslate2  # optional dependency: the serve extra
 
     cfg = opened.cfg
-    return {
-        "format": EXPORT_FORMAT,
-        "engine": "ctranslate2",
-        "t2": __version__,
-        "ctranslate2": ctranslate2.__version__,
-        "quantization": quant,
-        "checkpoint": str(Path(opened.path).resolve()),
-        "recipe": opened.provenance.get("recipe"),
-        "step": opened.provenance.get("step"),
-        "src_bos": cfg.data.src_bos,
-        "max_positions": table_rows(opened.model),
-        "decode": cfg.to_dict()["decode"],
-        "config": cfg.to_dict(),
-    }
+    return published(
+        {
+            "format": EXPORT_FORMAT,
+            "engine": "ctranslate2",
+            "t2": __version__,
+            "ctranslate2": ctranslate2.__version__,
+            "quantization": quant,
+            "checkpoint": Path(opened.path).resolve().name,
+            "recipe": opened.provenance.get("recipe"),
+            "step": opened.provenance.get("step"),
+            "src_bos": cfg.data.src_bos,
+            "max_positions": table_rows(opened.model),
+            "decode": cfg.to_dict()["decode"],
+            "config": cfg.to_dict(),
+        }
+    )
 
 
 @EXPORT.register("ct2")
@@ -74,7 +78,7 @@ class Ct2Format(ModelFormat):
         self, folder: Path, device: str, precision: str | None, workers: int, average_last: int
     ) -> Opened:
         require_ctranslate2()
-        load_kept(folder, trusted=False)  # its plugins: loaded by the opener if trusted
+        load_kept(folder, trust_plugins=False)  # its plugins: loaded by the opener if trusted
         meta, cfg = read_export(folder)
         tokenizer = load_tokenizer(folder)
         fix = "export the run again"
