@@ -134,7 +134,7 @@ def test_sentence_contributions_vary_as_a_bootstrap_of_sacrebleus_scores():
 def test_on_dyt_pre_the_headline_is_no_narrower_than_the_paired_t():
     """Issue 52: the bootstrap gave [-12.16, -6.46] on dyt_pre's test BLEU, 2.7 times
     narrower than the paired t's [-16.28, -1.35] (scipy.stats.ttest_rel), which counts the
-    seeds alone. t(2) sqrt(s^2 / 3 + the sentence-only variance) is a little wider."""
+    seeds alone. sqrt((t(2) s)^2 / 3 + z^2 the sentence-only variance) is a little wider."""
     arm = [read_run(RECORDS / "dyt" / f"seed-{s}") for s in (1, 2, 3)]
     base = [read_run(RECORDS / "layernorm" / f"seed-{s}") for s in (1, 2, 3)]
     headline = Evidence(BY_KEY["test_bleu"], arm, base).headline(0.95)
