@@ -22,14 +22,16 @@ from t2.experiments.verdict import UNDECIDED, interval_verdict, judge, same_sign
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "docs" / "results" / "report004" / "records"
-BLEU, LOSS = BY_KEY["test_bleu"], BY_KEY["valid_loss"]
+BLEU, LOSS, VALID = BY_KEY["test_bleu"], BY_KEY["valid_loss"], BY_KEY["valid_bleu"]
 
 
 def _runs(values: dict[int, float], tmp: Path) -> list[Run]:
-    """Finished runs with only a test BLEU and a last validation loss (no test outputs)."""
+    """Finished runs with only a test BLEU and a last validation loss and BLEU (no test
+    outputs: a test figure has no interval, the validation BLEU the paired t)."""
+    logged = [{"valid_loss": v, "valid_bleu": v} for v in values.values()]
     return [
-        Run(tmp / f"s{s}", "-", {"train.seed": s}, [{"valid_loss": v}], {"bleu": v}, None, None)
-        for s, v in values.items()
+        Run(tmp / f"s{s}", "-", {"train.seed": s}, [row], {"bleu": v}, None, None)
+        for (s, v), row in zip(values.items(), logged, strict=True)
     ]
 
 
@@ -66,14 +68,14 @@ def test_lower_is_better_and_equivalence_within_detect():
 
 @pytest.mark.parametrize("spread, want", [(0.4, "equivalent within ±1"), (2.5, UNDECIDED)])
 def test_equivalence_is_scipys_two_one_sided_tests(spread, want, tmp_path):
-    """The rule's equivalence on paired seeds (no test outputs: paired t) is exactly
+    """The rule's equivalence on paired seeds (a validation figure: paired t) is exactly
     scipy's two one-sided t-tests at alpha: both p-values below 0.05."""
     rng = np.random.default_rng(7)
     z = rng.normal(size=12)
     gap = 0.1 + spread * (z - z.mean()) / z.std(ddof=1)  # mean 0.1, sd `spread`
     base = {s: 30.0 + rng.normal() for s in range(1, 13)}
     arm = {s: base[s] + gap[s - 1] for s in base}
-    evidence = Evidence(BLEU, _runs(arm, tmp_path / "a"), _runs(base, tmp_path / "b"))
+    evidence = Evidence(VALID, _runs(arm, tmp_path / "a"), _runs(base, tmp_path / "b"))
     apart, gaps = welch(list(arm.values()), list(base.values())), [arm[s] - base[s] for s in base]
     word, _ = judge(Rule(detect=1.0), evidence, None, apart, None, [])
     lower = scipy.stats.ttest_1samp(gaps, -1.0, alternative="greater").pvalue
@@ -111,7 +113,7 @@ def test_report_004_under_each_rule(tmp_path):
     power beside its verdict."""
     v2, base = _report004()
     arm_runs, base_runs = _runs(v2, tmp_path / "v2"), _runs(base, tmp_path / "base")
-    evidence = Evidence(BLEU, arm_runs, base_runs)
+    evidence = Evidence(VALID, arm_runs, base_runs)  # as paired figures, on the paired t
     apart = welch(list(v2.values()), list(base.values()))
     word, why = judge(Rule(detect=1.0), evidence, None, apart, None, [])
     assert word == "better" and "[+0.27, +1.41]" in why and "by at least 1 is not shown" in why

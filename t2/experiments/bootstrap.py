@@ -47,8 +47,8 @@ class Interval:
 
 
 @lru_cache(maxsize=256)
-def _stats(folder: str, written: int, scorer: str) -> np.ndarray:
-    """(sentences, statistics) of a run's test translations, cached by folder and time."""
+def _stats(folder: str, written: tuple[int, ...], scorer: str) -> np.ndarray:
+    """(sentences, statistics) of a run's test translations, cached by folder and stamp."""
     run = RunDir(folder)
     hyps, refs = read_written_lines(run.test_hyps), read_written_lines(run.test_refs)
     metric = SCORERS[scorer]()
@@ -58,8 +58,15 @@ def _stats(folder: str, written: int, scorer: str) -> np.ndarray:
 def sentence_stats(run: Path, scorer: str) -> np.ndarray:
     """sacreBLEU's sufficient statistics of each of a run's test sentences (it must have
     test outputs): the rows sum to the statistics of its corpus score."""
-    written = RunDir(run).test_hyps.stat().st_mtime_ns
-    return _stats(str(run), written, scorer)
+    return _stats(str(run), outputs_stamp(run), scorer)
+
+
+def outputs_stamp(run: Path) -> tuple[int, ...]:
+    """The times (ns) and sizes of a run's test translations and references: a cache key
+    that a rewritten or replaced file moves."""
+    folder = RunDir(run)
+    found = (folder.test_hyps.stat(), folder.test_refs.stat())
+    return tuple(x for st in found for x in (st.st_mtime_ns, st.st_size))
 
 
 def corpus_score(scorer: str) -> Score:

@@ -3,12 +3,11 @@ seeds they share, with its intervals.
 
 The headline interval counts both sources of noise where it can: for a test figure whose
 runs kept their test translations (test BLEU, test chrF), Student's t over seeds and
-sentences, t(n - 1) sqrt(s^2 / n + the sentence-only variance) (t2.experiments.twoway); for
-any other figure, Student's paired t over seeds (t2.experiments.seeds). At a planned look
-(t2.experiments.sequential) the interval is the repeated confidence interval: the
-difference plus or minus Student's t quantile at the look's nominal level (n - 1 degrees
-of freedom) times the headline's standard error, the same statistic the fixed design
-reads, so every path to a verdict keeps its level (benchmarks/interval_coverage.py).
+sentences, sqrt((t(n - 1) s / sqrt(n))^2 + (z s_v / sqrt(m))^2) (t2.experiments.twoway),
+and no interval at all without test outputs; for any other figure, Student's paired t over
+seeds (t2.experiments.seeds). At a planned look (t2.experiments.sequential) the interval is
+the repeated confidence interval: the same statistic read at the look's nominal level, so
+every path to a verdict keeps its level (benchmarks/interval_coverage.py).
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 from t2.experiments.bootstrap import shared_outputs
 from t2.experiments.metrics import Metric, by_seed, runs_by_seed
@@ -41,7 +41,14 @@ class Span:
 
 class Evidence:
     """One figure of an arm against the baseline, on the seeds both have (or, sharing
-    none, Welch's unpaired interval)."""
+    none and not a test figure, Welch's unpaired interval).
+
+    A test figure's intervals (headline and looks) come from the seeds x sentences table
+    alone: its centre is the rescored table's mean, on the same seeds as its variance,
+    and a shared seed the table cannot hold (no figure, no test outputs, other sentences)
+    is named in the interval's method. Without that table a test figure has no interval:
+    the test set's variance cannot be estimated, and a paired or unpaired t over seeds
+    would claim a calibration it does not have (`refusal` says why, in one line)."""
 
     def __init__(self, metric: Metric, arm: list[Run], base: list[Run]) -> None:
         self.metric = metric
@@ -49,8 +56,10 @@ class Evidence:
         shared = sorted(set(self.arm) & set(self.base))
         self.diffs = [self.arm[s] - self.base[s] for s in shared]
         self.outputs = None
+        self.left_out: list[str] = []
         if metric.sentences:
             self.outputs = shared_outputs(runs_by_seed(arm, metric), runs_by_seed(base, metric))
+            self.left_out = _left_out(metric, arm, base, self.outputs)
 
     @property
     def n(self) -> int:
@@ -67,22 +76,47 @@ class Evidence:
             return None
         return seeds_and_sentences(*self.outputs, self.metric.sentences)  # type: ignore[arg-type]
 
+    @property
+    def refusal(self) -> str | None:
+        """Why a test figure has no interval to read a verdict from, in one line; None
+        when it has one (or is not a test figure)."""
+        if not self.metric.sentences or self.outputs is not None:
+            return None
+        if not self.diffs:
+            return (
+                "no verdict: the arms share no seed, so the test set's variance cannot be "
+                "told from the seeds'; run both on the same seeds"
+            )
+        missing = f" ({'; '.join(self.left_out)})" if self.left_out else ""
+        return (
+            "no verdict: the test set's variance cannot be estimated without test outputs "
+            f"for two seeds or more{missing}; keep test.hyps"
+        )
+
     def two_level(self, level: float) -> Span | None:
-        """Student's t over seeds and sentences at `level`; None without test outputs for
-        two seeds or more."""
+        """The t over seeds and sentences at `level`; None without test outputs for two
+        seeds or more."""
         if (parts := self.parts()) is None:
             return None
+        return Span(parts.diff, *self._around(parts, level), level, self._method(parts))
+
+    def _around(self, parts: Parts, level: float) -> tuple[float, float]:
         half = float(parts.half_width(level))
-        method = (
+        return parts.diff - half, parts.diff + half
+
+    def _method(self, parts: Parts) -> str:
+        out = (
             f"t over {parts.df + 1} seeds and their test sentences, {parts.df} df (standard "
             f"error of seeds {parts.seeds**0.5:.2g}, of sentences {parts.sentences**0.5:.2g})"
         )
-        return Span(parts.diff, parts.diff - half, parts.diff + half, level, method)
+        if self.left_out:
+            out += f"; left out: {'; '.join(self.left_out)}"
+        return out
 
     def headline(self, level: float) -> Span | None:
         """The interval at `level` that counts every source of noise it can; None with
-        fewer than two seeds to pair."""
-        if (found := self.two_level(level)) is not None:
+        fewer than two seeds to pair, or for a test figure without its table (`refusal`)."""
+        if (found := self.two_level(level)) is not None or self.metric.sentences:
             return found
         over = self.over(level)
         if not over.t.has_interval:
@@ -91,24 +125,49 @@ class Evidence:
         return Span(over.t.diff, over.t.low, over.t.high, level, method)  # type: ignore[arg-type]
 
     def standard_error(self) -> tuple[float, int, str] | None:
-        """The headline's standard error of the difference, its degrees of freedom and
-        where it comes from."""
+        """The headline's standard error of the difference, its seed part's degrees of
+        freedom and where it comes from."""
         if (parts := self.parts()) is not None:
             return float(parts.standard_error), parts.df, "t over seeds and sentences"
-        if self.n < 2:
+        if self.n < 2 or self.metric.sentences:
             return None
         se = statistics.stdev(self.diffs) / math.sqrt(self.n)
         return se, self.n - 1, f"paired t over {self.n} seeds"
 
     def repeated(self, look: Look) -> Span | None:
-        """The look's repeated confidence interval, at its nominal level."""
-        found = self.standard_error()
-        if found is None:
+        """The look's repeated confidence interval: the headline's statistic at the look's
+        nominal level, centred on the same seeds as its standard error."""
+        level = 1.0 - look.alpha
+        where = f"repeated interval at look {look.index} of {look.of}"
+        if (parts := self.parts()) is not None:
+            method = f"{where}, {self._method(parts)}"
+            return Span(parts.diff, *self._around(parts, level), level, method)
+        if (found := self.standard_error()) is None:
             return None
         se, df, source = found
         diff = statistics.fmean(self.diffs)
         half = float(repeated_half_width(se, df, look))
-        method = (
-            f"repeated interval at look {look.index} of {look.of}, standard error of the {source}"
+        return Span(
+            diff, diff - half, diff + half, level, f"{where}, standard error of the {source}"
         )
-        return Span(diff, diff - half, diff + half, 1.0 - look.alpha, method)
+
+
+def _left_out(
+    metric: Metric, arm: list[Run], base: list[Run], kept: tuple[tuple[Path, ...], ...] | None
+) -> list[str]:
+    """The shared seeds (a run in each arm) that the seeds x sentences table does not
+    hold, each with why."""
+    runs = {r.seed: r for r in arm}, {r.seed: r for r in base}
+    held = set() if kept is None else {*kept[0]}
+    out = []
+    for seed in sorted(set(runs[0]) & set(runs[1])):
+        if runs[0][seed].path in held:
+            continue
+        why = []
+        for side, found in zip(("arm", "baseline"), (runs[0][seed], runs[1][seed]), strict=True):
+            if metric.value(found) is None:
+                why.append(f"no {metric.title} in the {side}'s results")
+            elif found.test_outputs() is None:
+                why.append(f"no test outputs in the {side}")
+        out.append(f"seed {seed}: {', '.join(why) or 'other test sentences'}")
+    return out

@@ -96,7 +96,9 @@ def _interval_rule(rule: Rule, evidence: Evidence, look: Look | None) -> tuple[s
         if span is not None and span.contains_zero() and rule.detect is not None:
             equivalence = evidence.headline(1.0 - 2.0 * rule.alpha)
     if span is None:
-        return UNDECIDED, f"{evidence.n} seed{'s' * (evidence.n != 1)} to pair: no interval"
+        return UNDECIDED, evidence.refusal or (
+            f"{evidence.n} seed{'s' * (evidence.n != 1)} to pair: no interval"
+        )
     return interval_verdict(span, metric, rule.detect, equivalence)
 
 
