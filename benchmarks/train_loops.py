@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from benchmarks.bench_decode import DATA, PeakMemory, marian_config
+from benchmarks.bench_decode import DATA, marian_config
+from benchmarks.decode_common import PeakMemory
 from t2.config import Config, DataConfig
 from t2.data.batching import BatchSampler
 from t2.data.encode import encode_source
