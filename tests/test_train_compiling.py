@@ -221,7 +221,7 @@ def test_a_bad_compile_setting_fails_with_the_choices():
 
 
 @pytest.mark.slow
-def test_a_compile_traces_the_model_once_with_no_restart(monkeypatch):
+def test_a_compile_traces_the_model_once_with_no_restart():
     """Dynamo made the label-smoothing float a symbol, then restarted its whole analysis to
     make it a tensor ("Restarting analysis due to _tensorify_python_scalars", a pass of
     AOTAutograd's, hence aot_eager): every compile traced twice. TrainingForward
@@ -230,7 +230,6 @@ def test_a_compile_traces_the_model_once_with_no_restart(monkeypatch):
 
     import torch._dynamo.config as dynamo
 
-    monkeypatch.setattr(dynamo, "specialize_float", False)  # torch's default, whatever ran before
     torch._dynamo.reset()
     restarts: list[str] = []
     handler = logging.Handler()
@@ -239,8 +238,8 @@ def test_a_compile_traces_the_model_once_with_no_restart(monkeypatch):
     level = log.level
     log.setLevel(logging.INFO)
     log.addHandler(handler)
-    try:
-        with simulated("cuda"):
+    try:  # torch's default, whatever ran before; TrainingForward sets its own
+        with simulated("cuda"), dynamo.patch(specialize_float=False):
             forward = TrainingForward(model(), True, backend="aot_eager")
             loss_and_grads(forward, batch())
     finally:
