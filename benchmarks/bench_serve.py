@@ -54,7 +54,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bench_decode import PeakMemory, eos_masked, newstest_sources, run_hf, run_t2
+from benchmarks.bench_decode import newstest_sources, run_hf
+from benchmarks.decode_common import PeakMemory, eos_masked, run_t2
 from benchmarks.engines import (
     DEFAULT_ENGINES,
     ENGINES,

@@ -19,25 +19,25 @@ PyTorch tutorials. Both see the same batches in the same order (German-English p
 
 Timing: every engine cycles the same --batches pre-drawn batches; after a warm-up that
 steps through each of them --sightings times (compilation, CUDA graphs' warm-up and
-recording: benchmarks/train_modes.py), --rounds rounds of A then B (each round
---steps-per-round steps of one engine), so that a change in the machine's load hits both.
-t2's --modes are timed one at a time, each against the peer in rounds of its own, and
-each mode's record is written to --json as soon as it is measured. Per engine: the
-median and range over rounds of source+target tokens/s and s/step, peak resident memory
-above the loaded model (in an untimed round of its own before the timed ones, glibc's
-free memory returned to the system first), achieved GFLOP/s from t2.model.flops (the
-same formula for both: the same matmuls); the ratio of medians, t2 over the peer; and the
-paired ratios, t2 over the peer within each round (both engines ran the same batches
-under the same load), whose range shows how much the machine's noise moves the ratio.
-A compiled mode also records its compile seconds, a fallback to eager, its CUDA-graph
-replays while timed and its skips (benchmarks/gpu_summary.py flags such rows). Also: a
-float32 (and bf16) matmul's GFLOP/s measured in the same run, the machine's practical
-peak, and MFU on a GPU of known peak.
---breakdown adds report 001's table: forward, backward and optimizer time per step of t2.
---scaling prints, instead of the comparison, how t2's tokens/s and peak memory grow with the
-batch's token budget (1k-8k), the sentence length at a fixed budget (16-128) and the model
-(quickstart, multi30k, base, big), on random ids without padding.
-"""
+recording: benchmarks/train_modes.py), --rounds rounds of A then B (each round --steps-
+per-round steps of one engine), so that a change in the machine's load hits both. t2's
+--modes are timed one at a time, each against the peer in rounds of its own, and each
+mode's record is written to --json as soon as it is measured. Per engine: the median and
+range over rounds of source+target tokens/s and s/step, peak resident memory above the
+loaded model (in an untimed round of its own before the timed ones, glibc's free memory
+returned to the system first), achieved GFLOP/s from t2.model.flops (the same formula for
+both: the same matmuls; both counted from the batch the loader served, on the host, so
+neither side waits for the GPU to count); the ratio of medians, t2 over the peer; and the
+paired ratios, t2 over the peer within each round (both engines ran the same batches under
+the same load), whose range shows how much the machine's noise moves the ratio. A compiled
+mode also records its compile seconds, a fallback to eager, its CUDA-graph replays while
+timed and its skips (benchmarks/gpu_summary.py flags such rows). Also: a float32 (and
+bf16) matmul's GFLOP/s measured in the same run, the machine's practical peak, and MFU on
+a GPU of known peak. --breakdown adds report 001's table: forward, backward and optimizer
+time per step of t2. --scaling prints, instead of the comparison, how t2's tokens/s and
+peak memory grow with the batch's token budget (1k-8k), the sentence length at a fixed
+budget (16-128) and the model (quickstart, multi30k, base, big), on random ids without
+padding."""
 
 from __future__ import annotations
 

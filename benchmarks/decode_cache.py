@@ -5,7 +5,7 @@ sentences and forced lengths (bench_decode's module doc says how).
 
 Per count and beam size: wall time (the best of --repeats, and the spread of the timed
 runs), tokens per second, the process's peak memory above its start
-(bench_decode.PeakMemory) and the cache's: the largest sum of every layer's
+(decode_common.PeakMemory) and the cache's: the largest sum of every layer's
 self- and cross-attention key/value buffers (KVCache, spare reorder buffers included) after
 any decoding step of the search, measured, not computed. Then each one's ratios to the
 reference: cache bytes, wall time, CPU time.
@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import torch
 
-from benchmarks.bench_decode import Timing, compare, eos_masked, run_t2, t2_config
+from benchmarks.decode_common import Timing, compare, eos_masked, run_t2, t2_config
 from t2.model.transformer import DecoderState, Transformer
 
 

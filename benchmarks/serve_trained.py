@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bench_decode import PeakMemory
+from benchmarks.decode_common import PeakMemory
 from benchmarks.engines import Runs, engine_spec, fmt_ratio, ordered, peer_of, ratios
 from benchmarks.pool import Pool
 from t2.data.encode import encode_source

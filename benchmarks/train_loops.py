@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from benchmarks.bench_decode import DATA, PeakMemory, marian_config
+from benchmarks.bench_decode import DATA, marian_config
+from benchmarks.decode_common import PeakMemory
 from t2.config import Config, DataConfig
 from t2.data.batching import BatchSampler
 from t2.data.encode import encode_source
@@ -77,7 +78,13 @@ def loader(ds, args: argparse.Namespace, seed: int = 1):
 
 
 def batch_flops(cfg, batch: dict) -> tuple[int, int]:
-    """(source+target real tokens, training FLOPs) of one batch."""
+    """(source+target real tokens, training FLOPs) of one batch, as the loader served it:
+    on the host, so that counting it never waits for the GPU."""
+    if batch["src"].device.type != "cpu":
+        raise ValueError(
+            "batch_flops counts the loader's batch on the host; reading a device batch waits "
+            "for the device in the timed step: return the batch before its transfer"
+        )
     s = batch["src"].ne(PAD).sum(1).tolist()
     t = batch["tgt_in"].ne(PAD).sum(1).tolist()
     return sum(s) + sum(t), training_flops(cfg.model, s, t)
@@ -129,6 +136,8 @@ class T2Engine:
         self.model.train()
 
     def step(self) -> dict:
+        """One training step; returns the batch as the loader served it (train_step moves
+        a copy to the device), which run_round counts on the host."""
         batch = next(self.batches)
         t = self.cfg.train
         train_step(
@@ -186,7 +195,10 @@ class MarianEngine:
         self.model.train()
 
     def step(self) -> dict:
-        batch = {k: v.to(device(), non_blocking=True) for k, v in next(self.batches).items()}
+        """One training step; returns the batch as the loader served it, not its device
+        copy: run_round counts it on the host, as T2Engine's (no sync t2 does not pay)."""
+        served = next(self.batches)
+        batch = {k: v.to(device(), non_blocking=True) for k, v in served.items()}
         with self.autocast or nullcontext():
             logits = self.model(
                 input_ids=batch["src"],
@@ -205,7 +217,7 @@ class MarianEngine:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return batch
+        return served
 
 
 @dataclass

@@ -3,6 +3,7 @@ consistent figures (no timing is asserted; benchmarks measure, tests do not)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -354,3 +355,40 @@ def test_bench_decode_kv_heads_measures_a_cache_smaller_by_the_heads_shared(sing
         (search, f"kv={n}"): n / 4 for search in ("greedy", "beam 2") for n in (4, 2, 1)
     }
     assert all(r["cache_mib"] > 0 and r["tokens_per_s"] > 0 for r in records)
+
+
+def _imports(path: Path) -> set[str]:
+    """The benchmarks modules `path` imports, at its top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found |= {n.split(".")[1] for n in names if n.startswith("benchmarks.")}
+    return found
+
+
+def test_no_benchmark_module_imports_itself_through_another():
+    """benchmarks/ is a tree of imports (an import inside a function counts): what two
+    modules share lives in a module below both, never in one of them."""
+    folder = ROOT / "benchmarks"
+    graph = {
+        p.stem: _imports(p) & {q.stem for q in folder.glob("*.py")} for p in folder.glob("*.py")
+    }
+    assert graph["decode_cache"] and graph["bench_decode"]  # the graph is read, not empty
+
+    def cycle_from(start: str, path: tuple[str, ...]) -> tuple[str, ...] | None:
+        for nxt in sorted(graph[path[-1]]):
+            if nxt == start:
+                return (*path, nxt)
+            if nxt not in path:
+                found = cycle_from(start, (*path, nxt))
+                if found:
+                    return found
+        return None
+
+    cycles = [c for m in sorted(graph) if (c := cycle_from(m, (m,)))]
+    assert not cycles, " -> ".join(cycles[0])

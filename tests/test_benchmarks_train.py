@@ -210,3 +210,36 @@ def test_the_benchmark_loop_prepares_its_model_with_train_pys_own_function():
     assert loops.prepare_training is setup.prepare_training
     assert "prepare_training(" in inspect.getsource(loops.T2Engine.__init__)
     assert "build_optimizer" not in inspect.getsource(loops.T2Engine)
+
+
+def test_both_loops_count_the_batch_the_loader_served_on_the_host(single_thread, monkeypatch):
+    """bench_train's timed round counts each step's tokens and FLOPs from the batch it
+    returns: for both engines that is the loader's own batch, on the host, so counting it
+    never waits for the GPU (reading a device tensor is a host sync, which would slow one
+    side's figures and not the other's); a device batch is refused in one line."""
+    import torch
+
+    loops = load("train_loops")
+    from t2.config import Config, ModelConfig
+
+    model = ModelConfig(
+        vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1
+    )
+    cfg = Config(model=model)
+    g = torch.Generator().manual_seed(0)
+    served = [
+        {k: torch.randint(3, 40, (2, 5), generator=g) for k in ("src", "tgt_in", "tgt_out")}
+        for _ in range(2)
+    ]
+    counted = []
+    count = loops.batch_flops
+    monkeypatch.setattr(loops, "batch_flops", lambda c, b: counted.append(b) or count(c, b))
+    for engine in (loops.T2Engine, loops.MarianEngine):
+        counted.clear()
+        loops.run_round(engine(cfg, None, None, "fp32", iter(served)), 2, cfg, None, False)
+        assert len(counted) == 2, engine
+        for was, seen in zip(served, counted, strict=True):
+            assert seen is was and all(seen[k] is was[k] for k in was), engine.name
+    on_device = {k: v.to("meta") for k, v in served[0].items()}  # meta: a device's stand-in
+    with pytest.raises(ValueError, match="counts the loader's batch on the host"):
+        count(cfg, on_device)

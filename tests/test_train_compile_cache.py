@@ -33,6 +33,22 @@ def test_the_folder_is_beside_the_data_cache_unless_the_run_names_one_or_none(tm
     assert cache.artifacts.parent == tmp_path / "compile" and cache.artifacts.suffix == ".bin"
 
 
+def test_off_false_and_a_path_are_all_accepted_as_typed_on_the_command_line(tmp_path):
+    """YAML reads `off` (which the compile cache's errors tell users to type) and `false`
+    as false: both turn the cache off; a path names the folder; `true` is refused."""
+    from t2.errors import ConfigError
+    from t2.recipes import load_config
+
+    for typed in ("off", "false", "Off", "no"):
+        cfg = load_config("base", [f"train.compile_cache={typed}"])
+        assert folder(cfg) is None, typed
+        assert Config.from_yaml(cfg.to_yaml()).train.compile_cache == "off"
+    cfg = load_config("base", [f"train.compile_cache={tmp_path / 'shared'}"])
+    assert folder(cfg) == tmp_path / "shared"
+    with pytest.raises(ConfigError, match="train.compile_cache must be a folder, empty or off"):
+        load_config("base", ["train.compile_cache=true"])
+
+
 def test_one_artifact_file_per_model_and_compile_settings_not_per_run():
     h100 = "NVIDIA H100 80GB HBM3"
     base = key(config(), h100)

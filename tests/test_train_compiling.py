@@ -218,3 +218,32 @@ def test_a_bad_compile_setting_fails_with_the_choices():
         load_config("quickstart", ["train.compile_mode=fast"])
     with pytest.raises(ConfigError, match="valid choices: flex, sdpa"):
         load_config("quickstart", ["train.padded_attention=flash"])
+
+
+@pytest.mark.slow
+def test_a_compile_traces_the_model_once_with_no_restart():
+    """Dynamo made the label-smoothing float a symbol, then restarted its whole analysis to
+    make it a tensor ("Restarting analysis due to _tensorify_python_scalars", a pass of
+    AOTAutograd's, hence aot_eager): every compile traced twice. TrainingForward
+    specializes floats, so one trace (~20 s here, twice that before)."""
+    import logging
+
+    import torch._dynamo.config as dynamo
+
+    torch._dynamo.reset()
+    restarts: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda r: restarts.append(r.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("torch._dynamo.convert_frame")
+    level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(handler)
+    try:  # torch's default, whatever ran before; TrainingForward sets its own
+        with simulated("cuda"), dynamo.patch(specialize_float=False):
+            forward = TrainingForward(model(), True, backend="aot_eager")
+            loss_and_grads(forward, batch())
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    assert forward.is_compiled
+    assert not [r for r in restarts if "Restarting analysis" in r], restarts

@@ -26,6 +26,8 @@ import torch
 
 from t2.model.codepath import code_path
 from t2.model.config import PADDED_ATTENTION
+from t2.model.kernels import repeat_kv
+from t2.torch_compat import FLEX_BLOCK_MASK, FLEX_GQA
 
 Tensor = torch.Tensor
 
@@ -35,7 +37,8 @@ def flex_wanted(choice: str, t: Tensor) -> bool:
     for, on CUDA's code path, inside torch.compile."""
     if choice not in PADDED_ATTENTION:
         raise ValueError(f"padded_attention must be one of {', '.join(PADDED_ATTENTION)}")
-    return choice == "flex" and code_path(t) == "cuda" and torch.compiler.is_compiling()
+    flex = choice == "flex" and FLEX_BLOCK_MASK  # else SDPA (t2.torch_compat records why)
+    return flex and code_path(t) == "cuda" and torch.compiler.is_compiling()
 
 
 def block_mask(
@@ -92,4 +95,6 @@ def flex_attention_masked(
             return score + table[0 if one_row else b, h, qi, ki]
 
     gqa = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}  # a literal, not a symbol
+    if gqa and not FLEX_GQA:  # a torch without it (t2.torch_compat records why)
+        k, v, gqa = *repeat_kv(k, v, q.shape[1]), {}
     return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, **gqa)

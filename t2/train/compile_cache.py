@@ -34,12 +34,12 @@ from typing import Any, TypeVar
 import torch
 
 from t2.atomic import atomic_file
-from t2.config import Config
+from t2.config import COMPILE_CACHE_OFF, Config
 from t2.data.pipeline import cache_root
 from t2.errors import ConfigError, T2Error
 from t2.machine import cpu_name
 
-OFF = "off"
+OFF = COMPILE_CACHE_OFF
 T = TypeVar("T")
 
 

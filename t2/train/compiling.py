@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from t2.torch_compat import report, set_config
 from t2.train.precision import ComputeWeights
 
 if TYPE_CHECKING:
@@ -81,22 +82,60 @@ def limit_recompiles(max_shapes: int) -> None:
     default of 8, before it gives up on compiling; and for as many CUDA graphs. And no
     duck sizing: by default two dimensions of equal size in the first batch (a bucket's
     source and target lengths, often) become one symbol, and the first batch where they
-    differ compiles the whole model again."""
+    differ compiles the whole model again. A setting this torch lacks is one recorded line
+    (t2.torch_compat)."""
     import torch._dynamo.config as dynamo
     import torch.fx.experimental._config as shapes
 
-    shapes.use_duck_shape = False
     wanted_limit = 2 * max(max_shapes, 1) + 8
-    dynamo.recompile_limit = max(dynamo.recompile_limit, wanted_limit)
-    dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit, 4 * wanted_limit)
+    set_config(
+        shapes,
+        "torch.fx.experimental._config",
+        "use_duck_shape",
+        lambda _: False,
+        "equal dimensions of the first batch share a symbol",
+    )
+    for name, least in (
+        ("recompile_limit", wanted_limit),
+        ("accumulated_recompile_limit", 4 * wanted_limit),
+    ):
+        set_config(
+            dynamo,
+            "torch._dynamo.config",
+            name,
+            partial(max, least),
+            "dynamo's default limit on recompilations applies",
+        )
     try:
         import torch._inductor.config as inductor
+    except ImportError:
+        return
+    set_config(
+        inductor.triton,
+        "torch._inductor.config.triton",
+        "cudagraph_dynamic_shape_warn_limit",
+        lambda limit: limit if limit is None else max(limit, wanted_limit),
+        "inductor warns from its default count of CUDA graphs",
+    )
 
-        limit = inductor.triton.cudagraph_dynamic_shape_warn_limit
-        if limit is not None:
-            inductor.triton.cudagraph_dynamic_shape_warn_limit = max(limit, wanted_limit)
-    except (ImportError, AttributeError):
-        pass
+
+def trace_once() -> None:
+    """Python floats (the label smoothing) as constants in the graph: by default
+    (`specialize_float=False`, torch 2.11 and 2.13) dynamo first makes such a float a
+    symbol, then restarts its whole analysis to turn it into a tensor ("Restarting analysis
+    due to _tensorify_python_scalars"), which traced every compile twice (docs/performance.md
+    has the seconds). The smoothing is fixed for a run, so a constant costs no recompilation.
+    Dynamo reads its config at every trace (the first call and each recompilation, not at
+    torch.compile()), so it is set for the process, as limit_recompiles' settings are."""
+    import torch._dynamo.config as dynamo
+
+    set_config(
+        dynamo,
+        "torch._dynamo.config",
+        "specialize_float",
+        lambda _: True,
+        "each compile traces twice (a float input is made a tensor after a restart)",
+    )
 
 
 def reason(err: BaseException) -> str:
@@ -141,6 +180,8 @@ class TrainingForward:
         self.graphs_reported: int | None = None  # the graph count last printed (loop.py)
         if compile:
             limit_recompiles(max_shapes)
+            trace_once()
+            report(padded_attention)
             if self.cache is not None:
                 self.cache.load()
             options = {"backend": backend, "fullgraph": True, "dynamic": True}

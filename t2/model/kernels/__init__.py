@@ -25,6 +25,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from t2.model.codepath import code_path
 from t2.model.interface import takes
 from t2.registry import ATTENTION
+from t2.torch_compat import SDPA_PRIORITY
 
 Tensor = torch.Tensor
 CALL = ("q", "k", "v", "key_padding", "causal", "dropout_p", "bias")  # as attention calls
@@ -130,7 +131,7 @@ def sdpa_on(
         k, v = repeat_kv(k, v, q.shape[-3])  # CUDA's masked kernel has no GQA (its doc)
     elif k.shape[-3] != q.shape[-3]:
         gqa = {"enable_gqa": True}
-    with sdpa_kernel(list(backends), set_priority=True) if cuda else contextlib.nullcontext():
+    with sdpa_kernel(list(backends), **SDPA_PRIORITY) if cuda else contextlib.nullcontext():
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, **gqa
         )
