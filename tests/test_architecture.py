@@ -19,7 +19,7 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 300, 60
 # the packages from the bottom up: a package imports only from the layers below its own
 LAYERS = (
     ("t2", "t2.errors", "t2.specials", "t2.machine", "t2.facts", "t2.installed"),
-    ("t2.registry", "t2.atomic", "t2.progress"),
+    ("t2.registry", "t2.atomic", "t2.progress", "t2.torch_compat"),
     ("t2.plugins",),  # imports a user's components: below every reader of a config
     ("t2.section",),
     ("t2.model", "t2.data"),  # each with its config section on the floor (CONFIG_FLOOR)

@@ -2,7 +2,7 @@
 formats of t2.registry.EXPORT, then the run format), a format by name, and the files a Hub
 download fetches (every format's). A folder is of the one format that claims it; a folder
 no format claims, or more than one, is an error that says what each format's folders hold.
-A folder from the Hub (t2.hub.download.is_downloaded: a cache snapshot, a `hf download
+A folder from the Hub (t2.rundir.downloaded.is_downloaded: a cache snapshot, a `hf download
 --local-dir` folder) is never taken for a folder of a format that t2 writes only by
 training (`own_plugins`: the run format), so its plugin code never runs untrusted; which
 plugins a reader imports it decides once, from the format (`import_kept`)."""
@@ -14,10 +14,10 @@ from pathlib import Path
 from t2.errors import CheckpointError, ConfigError
 from t2.formats.base import ModelFormat
 from t2.formats.run import RunFormat
-from t2.hub.download import is_downloaded
 from t2.model.interface import build
 from t2.registry import EXPORT
 from t2.rundir import load_kept
+from t2.rundir.downloaded import is_downloaded
 
 
 def export_format(name: str) -> ModelFormat:

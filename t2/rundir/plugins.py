@@ -39,6 +39,7 @@ from t2.atomic import atomic_file, sha256
 from t2.errors import CheckpointError, ConfigError
 from t2.plugins import MODULE_NAME, Plugin, load_file, load_module, loaded
 from t2.registry import KINDS
+from t2.rundir.downloaded import hub_repo_cache, is_downloaded
 from t2.rundir.layout import CHECKPOINTS, PLUGINS, RunDir, write_json
 
 MANIFEST = "manifest.json"
@@ -146,7 +147,6 @@ def _verified(folder: Path, entry: dict[str, Any]) -> Path:
     """A kept copy, checked: its bytes lie inside the plugins folder (a link to a file
     elsewhere is refused; a Hub snapshot's links into its repo's blobs/ are the hub cache's
     own layout) and match the manifest's SHA-256."""
-    from t2.hub.download import hub_repo_cache  # t2.hub imports this module
 
     copy = folder / entry["file"]
     target, repo = copy.resolve(), hub_repo_cache(folder)
@@ -169,9 +169,8 @@ def may_run_kept(path: str | Path, own: bool, trust_plugins: bool) -> bool:
     """The one trust decision of every reader of a model folder's plugins: whether the
     copies `path` keeps may run. `own`: a folder of a format that `t2 train` writes (a run,
     a checkpoint, an average), whose copies run unless it was downloaded
-    (t2.hub.download.is_downloaded: every folder above it is looked at); any other folder,
+    (t2.rundir.downloaded.is_downloaded: every folder above it is looked at); any other folder,
     or a downloaded one, only with the caller's `trust_plugins`."""
-    from t2.hub.download import is_downloaded  # t2.hub imports this module
 
     return trust_plugins or (own and not is_downloaded(path))
 
