@@ -36,7 +36,7 @@ Intervals compared, each at 95%:
 - `two-way, t(n-1)`: the same standard error times t(n - 1), t2's interval from issue 52
   until its review: up to 99.4% at 3 seeds once the sentence part is a tenth of the seeds'.
 - `two-way (t2)`: each part with its own quantile, sqrt((t(n - 1) se_seeds)^2 + (z
-  se_sentences)^2) (t2.experiments.twoway): what t2 reads.
+  se_sentences)^2) (t2.experiments.statistics.twoway): what t2 reads.
 
 A look reads each method's own interval at the look's nominal level (t2's repeated
 confidence interval) on the first n_k seeds of a sweep.
@@ -51,8 +51,8 @@ from collections.abc import Callable
 import numpy as np
 import scipy.stats
 
-from t2.experiments.sequential import planned_looks
-from t2.experiments.twoway import mean_squares, parts_of
+from t2.experiments.statistics.sequential import planned_looks
+from t2.experiments.statistics.twoway import mean_squares, parts_of
 
 SENTENCES = 1014  # m of the coverage cells: Multi30k's test set, as in the seed reports
 LOOK_SENTENCES = 80  # m of the looks' tables, drawn whole (nested looks share their seeds)

@@ -1,4 +1,5 @@
-"""t2.experiments.bootstrap: its BCa over seeds reproduces the referee's figure for report
+"""t2.experiments.statistics.bootstrap: its BCa over seeds reproduces the referee's figure for
+report
 004. (The seeds x sentences bootstrap it made until issue 52 is gone: its coverage is in
 benchmarks/interval_coverage.py, the headline's tests in test_experiments_twoway.py.)"""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from t2.experiments.bootstrap import over_seeds
+from t2.experiments.statistics.bootstrap import over_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "docs" / "results" / "report004" / "records"

@@ -1,5 +1,6 @@
-"""Sweeps planned for power and packed onto the machine: t2.experiments.planning (the seeds
-a difference needs, from finished runs or a pilot) and t2.experiments.jobs (N runs at
+"""Sweeps planned for power and packed onto the machine: t2.experiments.decisions.planning (the
+seeds
+a difference needs, from finished runs or a pilot) and t2.experiments.sweeps.jobs (N runs at
 once, each on its GPU or its share of the cores; a failed run does not stop the others).
 Training is replaced by writing finished runs, so no test here trains."""
 
@@ -13,16 +14,16 @@ from pathlib import Path
 import pytest
 from test_experiments_report import fake_run
 
-import t2.experiments.sweep as sweep_module
+import t2.experiments.sweeps.sweep as sweep_module
 from t2.cli import main
 from t2.errors import ConfigError, T2Error
-from t2.experiments.compare import duration
-from t2.experiments.jobs import slots
-from t2.experiments.planning import make_plan
-from t2.experiments.stats import seeds_needed, spread_interval
-from t2.experiments.sweep import plan_sweep, run_sweep
-from t2.experiments.sweepfile import load_sweep
-from t2.experiments.verdict import same_sign_power
+from t2.experiments.decisions.planning import make_plan
+from t2.experiments.decisions.verdict import same_sign_power
+from t2.experiments.reports.compare import duration
+from t2.experiments.statistics.welch import seeds_needed, spread_interval
+from t2.experiments.sweeps.jobs import slots
+from t2.experiments.sweeps.sweep import plan_sweep, run_sweep
+from t2.experiments.sweeps.sweepfile import load_sweep
 
 SWEEP = """base: quickstart
 seeds: [1, 2, 3]

@@ -1,4 +1,4 @@
-"""A sweep's plan (t2.experiments.plan, planbook, disclosure): recorded before the first
+"""A sweep's plan (t2.experiments.decisions.plan, planbook, disclosure): recorded before the first
 run with its hash, carried by the runs' commands, never changed without notice (a
 changed sweep file trains nothing and its report gives no verdict until --plan-changed,
 which the report then discloses at its top), a reconstructed plan labelled as such, and
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from test_experiments_report import fake_run, t2
 
-import t2.experiments.sweep as sweep_module
+import t2.experiments.sweeps.sweep as sweep_module
 from t2.errors import ConfigError
-from t2.experiments.plan import DECISION_MODULES, decision_code, differences, plan_of
-from t2.experiments.planbook import FILE, Book, Entry, read_book, write_book
-from t2.experiments.sweepfile import load_sweep
+from t2.experiments.decisions.plan import DECISION_MODULES, decision_code, differences, plan_of
+from t2.experiments.decisions.planbook import FILE, Book, Entry, read_book, write_book
+from t2.experiments.sweeps.sweepfile import load_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 SIX = """name: study
@@ -69,10 +69,37 @@ def test_the_plan_is_recorded_before_the_first_run_and_carried_by_every_run(tmp_
 def test_the_decision_codes_version_is_a_hash_of_its_modules():
     digest = hashlib.sha256()
     for name in DECISION_MODULES:
-        text = (ROOT / "t2" / "experiments" / f"{name}.py").read_bytes()
+        text = (ROOT / "t2" / "experiments" / f"{name.replace('.', '/')}.py").read_bytes()
         digest.update(name.encode() + b"\0" + text + b"\0")
     assert decision_code() == digest.hexdigest()[:12]
-    assert {"rule", "verdict", "bootstrap", "sequential", "significance"} <= set(DECISION_MODULES)
+    parts = {"decisions.rule", "decisions.verdict", "statistics.bootstrap", "statistics.twoway"}
+    assert parts | {"reports.tables", "reports.paired", "reports.disclosure"} <= set(
+        DECISION_MODULES
+    )
+
+
+def test_every_module_a_verdict_imports_is_in_the_decision_code():
+    """What decisions.verdict and reports.paired import from t2.experiments, transitively,
+    is hashed: a module left out could change a verdict unseen."""
+    import ast
+
+    base = ROOT / "t2" / "experiments"
+    todo, seen = ["decisions.verdict", "decisions.readings", "reports.paired"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse((base / f"{name.replace('.', '/')}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "t2.experiments."
+            ):
+                todo.append(node.module.removeprefix("t2.experiments."))
+    missing = {n for n in seen if (base / f"{n.replace('.', '/')}.py").is_file()}
+    assert missing - set(DECISION_MODULES) <= {"sweeps.runs", "sweeps.sweepfile"}, missing - set(
+        DECISION_MODULES
+    )
 
 
 def test_a_changed_plan_trains_nothing_and_gives_no_verdict_until_disclosed(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""A sweep's records (t2.experiments.records, `t2 sweep --records`) on run directories
+"""A sweep's records (t2.experiments.sweeps.records, `t2 sweep --records`) on run directories
 written by hand: only the records travel (no weights), an old copy is replaced whole, a
 sweep given the records back counts those runs finished and reports the same numbers,
 and the report says which machine trained which runs."""
@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from test_experiments_report import hand_sweep, t2  # noqa: F401 (a fixture)
 
-from t2.experiments.planbook import read_book
-from t2.experiments.records import copy_records, restore
+from t2.experiments.decisions.planbook import read_book
+from t2.experiments.sweeps.records import copy_records, restore
 from t2.rundir import RunDir
 from t2.rundir.layout import RECORDS
 

@@ -15,10 +15,10 @@ import pytest
 from t2.cli import Parser, _describe, main
 from t2.commands import train as train_verb
 from t2.errors import ConfigError
-from t2.experiments.report import write_report
-from t2.experiments.runs import read_run
-from t2.experiments.sweep import arms_scored_on_validation, dry_run, plan
-from t2.experiments.sweepfile import load_sweep
+from t2.experiments.reports.report import write_report
+from t2.experiments.sweeps.runs import read_run
+from t2.experiments.sweeps.sweep import arms_scored_on_validation, dry_run, plan
+from t2.experiments.sweeps.sweepfile import load_sweep
 from t2.recipes import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,7 +180,7 @@ def test_compare_table_numbers_and_older_runs(tmp_path, capsys):
 
 
 def test_compare_groups_seeds_and_names_what_differs(tmp_path):
-    from t2.experiments.compare import group_runs
+    from t2.experiments.reports.compare import group_runs
 
     for seed in (1, 2):
         fake_run(tmp_path / f"a{seed}", "quickstart", [f"train.seed={seed}"], 3.0)
@@ -301,7 +301,7 @@ def test_arm_overrides_in_both_spellings_and_the_wandb_grouping(tmp_path):
 
 
 def test_a_format_1_run_reads_with_dashes():
-    from t2.experiments.compare import markdown, table
+    from t2.experiments.reports.compare import markdown, table
 
     run = read_run(ROOT / "tests" / "fixtures" / "run_format1")  # t2 0.1: no meta, no metrics
     assert (run.recipe, run.parameters, run.final("steps"), run.finished) == (
@@ -315,7 +315,7 @@ def test_a_format_1_run_reads_with_dashes():
 
 
 def test_unfinished_runs_are_named_by_arm_with_seed_ranges():
-    from t2.experiments.report import _by_arm
+    from t2.experiments.reports.report import _by_arm
 
     missing = [("base", s) for s in (3, 4, 5, 6, 9)] + [("v2", 7), ("v2", 8), ("x", 2)]
     assert _by_arm(missing) == "base seeds 3 to 6, 9; v2 seeds 7, 8; x seed 2"

@@ -1,4 +1,4 @@
-"""The decision rule (t2.experiments.rule): parsed from a sweep file with one-line errors
+"""The decision rule (t2.experiments.decisions.rule): parsed from a sweep file with one-line errors
 that name the fix, its looks planned as seed counts that end with the sweep."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from t2.errors import ConfigError
-from t2.experiments.rule import Rule, parse_rule, rule_from_dict
+from t2.experiments.decisions.rule import Rule, parse_rule, rule_from_dict
 
 
 def test_the_rule_is_parsed_and_checked():

@@ -1,4 +1,5 @@
-"""Differences over seeds, paired by seed (t2.experiments.seeds): Student's paired t against
+"""Differences over seeds, paired by seed (t2.experiments.statistics.seeds): Student's paired t
+against
 his own sleep data (the textbook answer), Welch's only when no seed is shared (and
 labelled unpaired), and report 004's committed records giving the figures issue 40
 quotes."""
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from t2.experiments.seeds import correlation, over_seeds, paired_t
-from t2.experiments.stats import welch
+from t2.experiments.statistics.seeds import correlation, over_seeds, paired_t
+from t2.experiments.statistics.welch import welch
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "docs" / "results" / "report004" / "records"

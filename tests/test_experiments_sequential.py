@@ -1,4 +1,4 @@
-"""t2.experiments.sequential: the Lan-DeMets O'Brien-Fleming-type boundaries against the
+"""t2.experiments.statistics.sequential: the Lan-DeMets O'Brien-Fleming-type boundaries against the
 published tables, and by simulation that planned looks keep the false-positive rate at
 alpha (where looking at each with an unadjusted level does not) and that the inflated
 design keeps its power."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from t2.experiments.sequential import (
+from t2.experiments.statistics.sequential import (
     boundaries,
     drift_for_power,
     inflation,

@@ -1,4 +1,4 @@
-"""Paired significance (t2.experiments.significance, sacreBLEU's tests): systems built to
+"""Paired significance (t2.experiments.statistics.significance, sacreBLEU's tests): systems built to
 differ are told apart and systems built to tie are not; each seed's test equals sacreBLEU's
 command line on the same files; Stouffer's directional pooling against its closed form, a
 significantly worse seed counting against the arm; the report's verdict section from
@@ -15,11 +15,11 @@ from statistics import NormalDist
 import pytest
 from test_experiments_report import fake_run
 
-from t2.experiments.decisions import Reading
-from t2.experiments.paired import paired_section
-from t2.experiments.rule import Rule
-from t2.experiments.runs import read_run
-from t2.experiments.significance import Paired, paired_test, pool, signs
+from t2.experiments.decisions.readings import Reading
+from t2.experiments.decisions.rule import Rule
+from t2.experiments.reports.paired import paired_section
+from t2.experiments.statistics.significance import Paired, paired_test, pool, signs
+from t2.experiments.sweeps.runs import read_run
 from t2.rundir import RunDir
 from t2.rundir.layout import write_lines
 

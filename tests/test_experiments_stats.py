@@ -1,4 +1,5 @@
-"""t2.experiments.stats: Student's t quantile (scipy's) against published values, Welch's interval
+"""t2.experiments.statistics.welch: Student's t quantile (scipy's) against published values,
+Welch's interval
 by hand, and its coverage under the null (identical arms) by simulation."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from t2.experiments.stats import mean, sd, t_quantile, welch
+from t2.experiments.statistics.welch import mean, sd, t_quantile, welch
 
 # two-sided 95% and 90% critical values of Student's t (any statistics table; R's qt)
 T975 = {
@@ -93,7 +94,7 @@ def test_coverage_under_the_null_is_about_95_percent():
 def test_seeds_needed_match_cohens_table():
     """Two-sided two-sample t-test at 5%, 80% power (Cohen 1988, table 2.4.1): an effect of
     one standard deviation needs 17 per group, half of one 64, 0.8 of one 26."""
-    from t2.experiments.stats import power, seeds_needed
+    from t2.experiments.statistics.welch import power, seeds_needed
 
     assert seeds_needed(1.0, 1.0) == 17
     assert seeds_needed(2.0, 1.0) == 64
@@ -107,7 +108,7 @@ def test_paired_seeds_match_gpowers_one_sample_table_and_the_floor_simulates():
     """A paired t-test is a one-sample t-test on the differences: at 5%, 80% power, G*Power
     gives 199 for an effect of 0.2 standard deviations, 34 for 0.5, 15 for 0.8, 10 for 1.
     A floor (variance the seeds share) leaves power where simulated paired tests put it."""
-    from t2.experiments.stats import paired_power, seeds_needed
+    from t2.experiments.statistics.welch import paired_power, seeds_needed
 
     for effect, n in ((0.2, 199), (0.5, 34), (0.8, 15), (1.0, 10)):
         assert seeds_needed(1.0, effect, paired=True) == n
@@ -127,7 +128,7 @@ CHI2 = {1: (0.01579, 2.706), 2: (0.2107, 4.605), 6: (2.204, 10.645), 10: (4.865,
 @pytest.mark.parametrize("df", sorted(CHI2))
 def test_spread_interval_matches_the_chi_square_table(df):
     """An sd measured on df degrees of freedom: sigma lies in s sqrt(df / chi2) at 80%."""
-    from t2.experiments.stats import spread_interval
+    from t2.experiments.statistics.welch import spread_interval
 
     low, high = spread_interval(2.0, df)
     assert low == pytest.approx(2.0 * math.sqrt(df / CHI2[df][1]), rel=1e-3)

@@ -19,8 +19,8 @@ from test_train_runs import TINY
 
 from t2.atomic import sha256
 from t2.cli import main
-from t2.experiments.compare import duration
-from t2.experiments.planbook import read_book
+from t2.experiments.decisions.planbook import read_book
+from t2.experiments.reports.compare import duration
 from t2.machine import describe
 from t2.plugins import isolated
 from t2.rundir import RunDir, read_records

@@ -1,4 +1,4 @@
-"""t2.experiments.twoway, the headline interval of a test figure: simulated against the
+"""t2.experiments.statistics.twoway, the headline interval of a test figure: simulated against the
 true difference it covers 93-97.5% at 3, 5 and 15 seeds whether the seeds or their
 interaction with the sentences dominate, its equivalence reading errs at most alpha at
 the margin, planned looks on it keep their level (a small seeded grid of
@@ -15,12 +15,12 @@ import pytest
 import scipy.stats
 
 from benchmarks import interval_coverage as sim
-from t2.experiments import spreads
-from t2.experiments.bootstrap import corpus_score, sentence_stats
-from t2.experiments.evidence import Evidence
-from t2.experiments.metrics import BY_KEY
-from t2.experiments.runs import read_run
-from t2.experiments.twoway import contributions, decompose, mean_squares
+from t2.experiments.statistics import spreads
+from t2.experiments.statistics.bootstrap import corpus_score, sentence_stats
+from t2.experiments.statistics.evidence import Evidence
+from t2.experiments.statistics.twoway import contributions, decompose, mean_squares
+from t2.experiments.sweeps.metrics import BY_KEY
+from t2.experiments.sweeps.runs import read_run
 from t2.rundir import RunDir
 
 RECORDS = Path(__file__).resolve().parent.parent / "docs" / "results" / "dyt_pre" / "records"
@@ -194,7 +194,7 @@ def test_headline_and_looks_read_the_tables_statistic(tmp_path):
     """Through read_run -> Evidence -> headline and repeated on dyt_pre's records: the
     centre and the half width are the seeds x sentences table's, by hand, at the fixed
     level and at a look's nominal level (a changed standard error or quantile fails)."""
-    from t2.experiments.sequential import planned_looks
+    from t2.experiments.statistics.sequential import planned_looks
 
     runs = _copy_runs(tmp_path)
     evidence = Evidence(BY_KEY["test_bleu"], runs["dyt"], runs["layernorm"])
@@ -213,7 +213,7 @@ def test_headline_and_looks_read_the_tables_statistic(tmp_path):
 def test_a_seed_without_test_outputs_is_named_and_left_out_of_centre_and_variance(tmp_path):
     """Seed 3 of the baseline lost its test.hyps: the headline and the look are the two
     other seeds' table (centre and variance alike), and the method names seed 3."""
-    from t2.experiments.sequential import planned_looks
+    from t2.experiments.statistics.sequential import planned_looks
 
     runs = _copy_runs(tmp_path, {"layernorm": 3})
     evidence = Evidence(BY_KEY["test_bleu"], runs["dyt"], runs["layernorm"])
@@ -233,7 +233,7 @@ def test_a_results_figure_that_disagrees_with_the_rescore_does_not_move_the_inte
     on the rescored table, the seeds its variance comes from."""
     import json
 
-    from t2.experiments.sequential import planned_looks
+    from t2.experiments.statistics.sequential import planned_looks
 
     runs = _copy_runs(tmp_path)
     diff, _ = _by_hand(runs, 0.95)
@@ -254,8 +254,8 @@ def test_a_test_figure_without_its_table_has_no_verdict(tmp_path):
     """Without test outputs on two seeds, or with no seed shared, a test figure gets no
     interval and the verdict says why in one line (a paired or Welch t would claim a
     calibration it lacks: it cannot see the test set's variance)."""
-    from t2.experiments.rule import Rule
-    from t2.experiments.verdict import UNDECIDED, judge
+    from t2.experiments.decisions.rule import Rule
+    from t2.experiments.decisions.verdict import UNDECIDED, judge
 
     runs = _copy_runs(tmp_path, {"dyt": 1, "layernorm": 2})
     evidence = Evidence(BY_KEY["test_bleu"], runs["dyt"], runs["layernorm"])
@@ -276,7 +276,7 @@ def test_the_table_is_read_again_when_a_runs_outputs_are_replaced(tmp_path):
     import os
     import shutil
 
-    from t2.experiments.twoway import seeds_and_sentences
+    from t2.experiments.statistics.twoway import seeds_and_sentences
 
     runs = _copy_runs(tmp_path)
     arm = tuple(r.path for r in runs["dyt"])

@@ -1,4 +1,4 @@
-"""Verdicts (t2.experiments.verdict): the default rule reads its interval against 0 and
+"""Verdicts (t2.experiments.decisions.verdict): the default rule reads its interval against 0 and
 +-detect, its equivalence is scipy's two one-sided t-tests, same_sign's power is the
 binomial chance that every seed moves the same way (report 004: 0.03), and the older rules
 decide as they did."""
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from t2.experiments.evidence import Evidence, Span
-from t2.experiments.metrics import BY_KEY
-from t2.experiments.rule import Rule
-from t2.experiments.runs import Run
-from t2.experiments.significance import Paired, pool, signs
-from t2.experiments.stats import welch
-from t2.experiments.verdict import UNDECIDED, interval_verdict, judge, same_sign_power
+from t2.experiments.decisions.rule import Rule
+from t2.experiments.decisions.verdict import UNDECIDED, interval_verdict, judge, same_sign_power
+from t2.experiments.statistics.evidence import Evidence, Span
+from t2.experiments.statistics.significance import Paired, pool, signs
+from t2.experiments.statistics.welch import welch
+from t2.experiments.sweeps.metrics import BY_KEY
+from t2.experiments.sweeps.runs import Run
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "docs" / "results" / "report004" / "records"

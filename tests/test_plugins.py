@@ -318,7 +318,7 @@ def test_a_recipe_names_its_plugins_relative_to_itself_after_its_parent_s(tmp_pa
 
 
 def test_a_sweep_arm_sets_a_plugin_s_name_and_its_runs_get_the_plugin(tmp_path):
-    from t2.experiments.sweepfile import load_sweep
+    from t2.experiments.sweeps.sweepfile import load_sweep
 
     path = plugin(tmp_path, "gain", NORM_PLUGIN.format(name="gain"))
     sweep_file = tmp_path / "gain.yaml"

@@ -259,7 +259,7 @@ def test_a_run_inside_a_local_dir_download_runs_no_plugin(hf, tmp_path, where):
 
 def _reader(name: str, run: Path, out: Path) -> Callable[[], object]:
     """Each way a run folder is read without the opener."""
-    from t2.experiments.robust import suite
+    from t2.experiments.sweeps.robust import suite
     from t2.formats.run import load_run
     from t2.rundir import load_model
 

@@ -277,8 +277,8 @@ def test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy(tmp_path, tiny_
 
 def test_a_finished_run_keeps_its_test_translations_and_references(tiny_run):
     """RUN/test.hyps.txt and RUN/test.refs.txt, a line per test sentence: what a paired
-    significance test compares (t2.experiments.significance)."""
-    from t2.experiments.runs import read_run
+    significance test compares (t2.experiments.statistics.significance)."""
+    from t2.experiments.sweeps.runs import read_run
     from t2.machine import cpu_name
 
     hyps, refs = read_run(tiny_run).test_outputs()

@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from t2.experiments.compare import compare
-    from t2.experiments.runs import read_run
+    from t2.experiments.reports.compare import compare
+    from t2.experiments.sweeps.runs import read_run
 
     out = check_out_folder(args.out)
     runs = [read_run(path) for path in dict.fromkeys(args.runs)]  # a run named twice: once

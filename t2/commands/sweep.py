@@ -91,12 +91,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from t2.experiments.jobs import machine, slots
-    from t2.experiments.planning import make_plan
-    from t2.experiments.records import keep, restore
-    from t2.experiments.report import write_report
-    from t2.experiments.sweep import dry_run, plan, plan_sweep, record_plan, run_sweep
-    from t2.experiments.sweepfile import load_sweep
+    from t2.experiments.decisions.planning import make_plan
+    from t2.experiments.reports.report import write_report
+    from t2.experiments.sweeps.jobs import machine, slots
+    from t2.experiments.sweeps.records import keep, restore
+    from t2.experiments.sweeps.sweep import dry_run, plan, plan_sweep, record_plan, run_sweep
+    from t2.experiments.sweeps.sweepfile import load_sweep
 
     sweep = load_sweep(args.sweep, args.plugin, args.trust_plugins)  # its runs get both
     out = check_out_folder(args.out or Path("runs") / "sweeps" / sweep.name)

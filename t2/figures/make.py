@@ -13,7 +13,7 @@ from t2.config import Config
 from t2.data.encode import encode_source
 from t2.data.pipeline import load_pairs
 from t2.errors import CheckpointError, DataError
-from t2.experiments.plots import plot_curves
+from t2.experiments.reports.plots import plot_curves
 from t2.figures.capture import capture_attention
 from t2.figures.draw import draw_attention, draw_lr_find, draw_positional
 from t2.formats.run import load_run

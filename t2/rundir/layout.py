@@ -24,10 +24,10 @@ WEIGHTS, STATE, COMPLETE, BEST = "model.safetensors", "training_state.pt", "COMP
 METRICS, RESULTS, LOCK = "metrics.jsonl", "results.json", ".lock"
 PLUGINS = "plugins"  # copies of the run's plugin files and their manifest (t2.rundir.plugins)
 # the test split's translations by the best checkpoint and its references, a line each:
-# what a paired significance test between two runs compares (t2.experiments.significance)
+# what a paired significance test between two runs compares (t2.experiments.statistics.significance)
 TEST_HYPS, TEST_REFS = "test.hyps.txt", "test.refs.txt"
 SWEEP_LOG = "sweep.log"  # the output of a sweep's `t2 train` process(es) for this run
-# a run's records: all that comparisons and reports read (t2.experiments.runs) and how it
+# a run's records: all that comparisons and reports read (t2.experiments.sweeps.runs) and how it
 # went, without the weights, training state or tokenizer: small enough to commit
 RECORDS = (CONFIG, META, METRICS, RESULTS, TEST_HYPS, TEST_REFS, SWEEP_LOG)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from t2.atomic import atomic_text
 from t2.errors import ConfigError
-from t2.experiments.plan import Plan, plan_from_dict
+from t2.experiments.decisions.plan import Plan, plan_from_dict
 
 FILE = "plan.json"
 FORMAT = 1

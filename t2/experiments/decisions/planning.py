@@ -2,13 +2,13 @@
 
 The rule's `detect` is the difference worth detecting, on the rule's metric, at its power
 and level. The rules that read an interval over paired seeds (`interval`, `paired_t`) are
-sized for a paired t-test (t2.experiments.stats.paired_power) on the spread of the
+sized for a paired t-test (t2.experiments.statistics.welch.paired_power) on the spread of the
 per-seed differences and, for a test figure, with the test set's sampling variance as a
-floor that seeds do not reduce (t2.experiments.spreads); planned looks multiply the seeds
-by the design's inflation (t2.experiments.sequential). `welch_pooled` and `same_sign` are
+floor that seeds do not reduce (t2.experiments.statistics.spreads); planned looks multiply the seeds
+by the design's inflation (t2.experiments.statistics.sequential). `welch_pooled` and `same_sign` are
 sized for Welch's two-sample test on one arm's seed spread; `same_sign` also needs every
 seed to move the same way, a chance that falls as seeds are added
-(t2.experiments.verdict.same_sign_power): the plan says so when no number of seeds gives
+(t2.experiments.decisions.verdict.same_sign_power): the plan says so when no number of seeds gives
 that rule its power. Spreads come from the finished runs, or from a pilot of the
 baseline's first two seeds, runs of the sweep anyway. The spread's own uncertainty (its
 chi-square interval on its degrees of freedom) is printed with the seeds its ends ask.
@@ -20,15 +20,15 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from t2.experiments.compare import duration
-from t2.experiments.metrics import BY_KEY
-from t2.experiments.report import collect
-from t2.experiments.rule import Rule
-from t2.experiments.sequential import inflation
-from t2.experiments.spreads import Spread, arm_spread, paired_spread, test_set_floor
-from t2.experiments.stats import SPREAD_LEVEL, seeds_needed, spread_interval
-from t2.experiments.sweepfile import Sweep
-from t2.experiments.verdict import same_sign_power
+from t2.experiments.decisions.rule import Rule
+from t2.experiments.decisions.verdict import same_sign_power
+from t2.experiments.reports.compare import duration
+from t2.experiments.reports.report import collect
+from t2.experiments.statistics.sequential import inflation
+from t2.experiments.statistics.spreads import Spread, arm_spread, paired_spread, test_set_floor
+from t2.experiments.statistics.welch import SPREAD_LEVEL, seeds_needed, spread_interval
+from t2.experiments.sweeps.metrics import BY_KEY
+from t2.experiments.sweeps.sweepfile import Sweep
 
 MOST = 1000  # seeds per arm beyond which a plan says "out of reach"
 

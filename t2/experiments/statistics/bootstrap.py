@@ -7,7 +7,7 @@ Until issue 52 this module also made the headline interval, a bootstrap over see
 sentences (BCa). Simulated against the true difference it covered 70.5% at 3 seeds when
 the seeds dominate, and counted the seed x sentence interaction about three times when it
 dominated (its variance is the plug-in rows / n + columns / m + interaction / nm, whose
-seed part is shrunk by (n - 1) / n). The headline is now t2.experiments.twoway's.
+seed part is shrunk by (n - 1) / n). The headline is now t2.experiments.statistics.twoway's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import scipy.stats
 from sacrebleu.metrics import BLEU, CHRF
 
-from t2.experiments.runs import Run
+from t2.experiments.sweeps.runs import Run
 from t2.rundir import RunDir
 from t2.rundir.layout import read_written_lines
 

@@ -1,9 +1,9 @@
 """A sweep's report, generated from its runs' own files. At the top, the plan as recorded
-before the first run and everything that differs from it (t2.experiments.disclosure).
+before the first run and everything that differs from it (t2.experiments.reports.disclosure).
 Then per arm the mean and standard deviation over seeds, the difference to the baseline
-arm with its intervals (t2.experiments.tables), and "within noise" where the headline
+arm with its intervals (t2.experiments.reports.tables), and "within noise" where the headline
 interval contains zero; nothing is bolded unless it excludes zero. Then each arm's
-verdict under the plan's rule (t2.experiments.paired): at a planned look or with every
+verdict under the plan's rule (t2.experiments.reports.paired): at a planned look or with every
 planned run in, and only when what ran is the plan, or when `--plan-changed` asks."""
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from t2.experiments.compare import count, duration, validation_note, write_text
-from t2.experiments.disclosure import disclose
-from t2.experiments.metrics import METRICS
-from t2.experiments.paired import paired_section
-from t2.experiments.plan import plan_of
-from t2.experiments.planbook import Book
-from t2.experiments.plots import plot_curves
-from t2.experiments.robust import SENTENCES, robustness_tables
-from t2.experiments.runs import Run, read_run
-from t2.experiments.stats import LEVEL, mean
-from t2.experiments.sweepfile import Sweep
-from t2.experiments.tables import metric_table
+from t2.experiments.decisions.plan import plan_of
+from t2.experiments.decisions.planbook import Book
+from t2.experiments.reports.compare import count, duration, validation_note, write_text
+from t2.experiments.reports.disclosure import disclose
+from t2.experiments.reports.paired import paired_section
+from t2.experiments.reports.plots import plot_curves
+from t2.experiments.reports.tables import metric_table
+from t2.experiments.statistics.welch import LEVEL, mean
+from t2.experiments.sweeps.metrics import METRICS
+from t2.experiments.sweeps.robust import SENTENCES, robustness_tables
+from t2.experiments.sweeps.runs import Run, read_run
+from t2.experiments.sweeps.sweepfile import Sweep
 from t2.rundir import RunDir
 
 ENDED = {"steps": "steps", "tokens": "train_tokens", "time": "elapsed_s"}
@@ -222,7 +222,7 @@ def write_report(
     accept: bool = False,
 ) -> Path:
     """OUT/report.md, with the curves (one colour per arm) in OUT/plots/ and, given, the
-    power plan's text from the same runs (t2.experiments.planning) and the plan record."""
+    power plan's text from the same runs (t2.experiments.decisions.planning) and the plan record."""
     runs, _ = collect(sweep, out)
     groups = {arm: [r.path for r in rs] for arm, rs in runs.items() if rs}
     plots = plot_curves(groups, out / "plots") if groups else []

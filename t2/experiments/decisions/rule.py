@@ -1,17 +1,17 @@
 """A sweep's decision rule, written in its sweep file before the first run:
 
     rule:
-      metric: test_bleu   # the figure the verdict is on (t2.experiments.metrics)
+      metric: test_bleu   # the figure the verdict is on (t2.experiments.sweeps.metrics)
       detect: 1.0         # the smallest difference that matters
       alpha: 0.05         # the level of the test (its interval: 1 - alpha)
       power: 0.8          # the chance the plan sizes the sweep to detect `detect` with
       decide: interval    # interval | paired_t | welch_pooled | same_sign (DECIDE)
       looks: [5, 10, 15]  # optional: the seeds at each planned look (or a count: 3)
 
-`interval`, the default, reads the figure's headline interval (t2.experiments.evidence)
-against 0 and +-detect (t2.experiments.verdict). The other three are the rules report
+`interval`, the default, reads the figure's headline interval (t2.experiments.statistics.evidence)
+against 0 and +-detect (t2.experiments.decisions.verdict). The other three are the rules report
 004 was read under before it, kept so that a report can be rendered under the rule it was
-planned under. The rule is part of the sweep's plan (t2.experiments.plan): recorded
+planned under. The rule is part of the sweep's plan (t2.experiments.decisions.plan): recorded
 before the first run, hashed, and disclosed when it changes.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from t2.config import check_keys
 from t2.errors import ConfigError
-from t2.experiments.metrics import BY_KEY
+from t2.experiments.sweeps.metrics import BY_KEY
 
 DECIDE = {
     "interval": "the headline interval of the difference (level 1 - alpha; at a planned "

@@ -1,6 +1,7 @@
-"""An arm's verdict against the baseline under a decision rule (t2.experiments.rule).
+"""An arm's verdict against the baseline under a decision rule (t2.experiments.decisions.rule).
 
-The default rule, `interval`, reads the figure's interval (t2.experiments.evidence) against
+The default rule, `interval`, reads the figure's interval (t2.experiments.statistics.evidence)
+against
 0 and the smallest difference that matters, d (`detect`), on the side where the arm is
 better (higher BLEU, lower loss):
 
@@ -14,7 +15,8 @@ better (higher BLEU, lower loss):
 
 and the same below 0 for worse. Without `detect` it says better, worse or not
 distinguishable. At a planned look the interval is that look's repeated confidence interval
-(t2.experiments.sequential), which equivalence reads too (two one-sided tests at alpha/2 a
+(t2.experiments.statistics.sequential), which equivalence reads too (two one-sided tests at alpha/2
+a
 side across the looks: conservative). The older rules (`paired_t`, `welch_pooled`,
 `same_sign`) decide as they did; `same_sign` says beside its verdict how likely it was to
 say better at all: every seed moving the same way as a true difference d, with the
@@ -25,12 +27,12 @@ from __future__ import annotations
 
 import scipy.stats
 
-from t2.experiments.evidence import Evidence, Span
-from t2.experiments.metrics import Metric
-from t2.experiments.rule import Rule
-from t2.experiments.sequential import Look
-from t2.experiments.significance import Pooled
-from t2.experiments.stats import Difference, bracket
+from t2.experiments.decisions.rule import Rule
+from t2.experiments.statistics.evidence import Evidence, Span
+from t2.experiments.statistics.sequential import Look
+from t2.experiments.statistics.significance import Pooled
+from t2.experiments.statistics.welch import Difference, bracket
+from t2.experiments.sweeps.metrics import Metric
 
 UNDECIDED = "not distinguishable at this budget"
 

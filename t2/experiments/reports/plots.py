@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from t2.experiments.runs import read_records
+from t2.experiments.sweeps.runs import read_records
 from t2.rundir import RunDir
 
 # x axes: (file suffix, record key, axis label, scale)

@@ -10,7 +10,7 @@ p becomes a one-sided p for "the arm is better" (a seed where the arm is signifi
 worse gives a p near 1, evidence against it), and Stouffer's method combines them
 (scipy.stats.combine_pvalues(method="stouffer")). Fisher's method on two-sided p-values,
 which t2 used before, counted a significantly worse seed as evidence for the arm. The
-verdict itself is the sweep's decision rule's (t2.experiments.rule).
+verdict itself is the sweep's decision rule's (t2.experiments.decisions.rule).
 """
 
 from __future__ import annotations

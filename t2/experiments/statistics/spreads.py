@@ -2,7 +2,7 @@
 (of the per-seed differences to the baseline when arms share seeds, else of one arm's
 seeds, pooled over arms) and, for a test figure whose runs kept their translations, the
 test set's own sampling variance of the mean difference (the headline interval's
-sentence-only part, t2.experiments.twoway), which more seeds do not reduce."""
+sentence-only part, t2.experiments.statistics.twoway), which more seeds do not reduce."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from t2.experiments.bootstrap import shared_outputs
-from t2.experiments.metrics import Metric, by_seed, runs_by_seed
-from t2.experiments.runs import Run
-from t2.experiments.stats import sd
-from t2.experiments.twoway import seeds_and_sentences
+from t2.experiments.statistics.bootstrap import shared_outputs
+from t2.experiments.statistics.twoway import seeds_and_sentences
+from t2.experiments.statistics.welch import sd
+from t2.experiments.sweeps.metrics import Metric, by_seed, runs_by_seed
+from t2.experiments.sweeps.runs import Run
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def paired_spread(runs: dict[str, list[Run]], baseline: str, metric: Metric) -> 
 
 def test_set_floor(runs: dict[str, list[Run]], baseline: str, metric: Metric) -> float | None:
     """The test set's own variance of the mean difference, which more seeds do not reduce:
-    the sentence-only part of the headline's variance (t2.experiments.twoway), averaged over
+    the sentence-only part of the headline's variance (t2.experiments.statistics.twoway), averaged
+    over
     the arms; None without test outputs for two seeds."""
     found = []
     for arm, rs in runs.items():

@@ -1,4 +1,4 @@
-"""The top of a sweep's report: the plan as recorded (t2.experiments.planbook), every
+"""The top of a sweep's report: the plan as recorded (t2.experiments.decisions.planbook), every
 change to it since, how the sweep file differs from the last recorded plan, and which plan
 each run trained under (the hash its meta.json carries).
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from t2.experiments.decisions import Reading
-from t2.experiments.plan import Plan, differences
-from t2.experiments.planbook import Book, Entry
-from t2.experiments.runs import Run
+from t2.experiments.decisions.plan import Plan, differences
+from t2.experiments.decisions.planbook import Book, Entry
+from t2.experiments.decisions.readings import Reading
+from t2.experiments.sweeps.runs import Run
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,24 @@
 """The report's verdict section: for each arm against the baseline, its verdict under each
-reading given (t2.experiments.decisions: a plan's rule, seeds and looks), then the seeds'
+reading given (t2.experiments.decisions.readings: a plan's rule, seeds and looks), then the seeds'
 sacreBLEU tests pooled with their direction (Stouffer's method), printed as conditional on
 these trained models, and each seed's paired bootstrap (mean +- 95% interval of both
 systems, p) and approximate randomization (p) on the test split they share
-(t2.experiments.significance)."""
+(t2.experiments.statistics.significance)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from t2.experiments.decisions import Decision, Reading, decide_arm
-from t2.experiments.runs import Run
-from t2.experiments.significance import (
+from t2.experiments.decisions.readings import Decision, Reading, decide_arm
+from t2.experiments.statistics.significance import (
     AR_TRIALS,
     BOOTSTRAP_SAMPLES,
     Paired,
     compare_seeds,
     pool,
 )
-from t2.experiments.stats import LEVEL
+from t2.experiments.statistics.welch import LEVEL
+from t2.experiments.sweeps.runs import Run
 
 
 def _outputs(runs: list[Run]) -> dict[int, tuple[list[str], list[str]]]:

@@ -1,16 +1,16 @@
 """The report's results tables: per figure and arm, n, mean ± sd over seeds, and the
 difference to the baseline with two intervals: Student's paired t over seeds
-(t2.experiments.seeds), and for a test figure whose runs kept their translations,
-Student's t over seeds and sentences (t2.experiments.twoway), which counts both sources
-of noise and is the one the word reads where it exists (t2.experiments.evidence)."""
+(t2.experiments.statistics.seeds), and for a test figure whose runs kept their translations,
+Student's t over seeds and sentences (t2.experiments.statistics.twoway), which counts both sources
+of noise and is the one the word reads where it exists (t2.experiments.statistics.evidence)."""
 
 from __future__ import annotations
 
-from t2.experiments.evidence import Evidence
-from t2.experiments.metrics import Metric, by_seed
-from t2.experiments.runs import Run
-from t2.experiments.seeds import correlation
-from t2.experiments.stats import LEVEL, bracket, mean, sd
+from t2.experiments.statistics.evidence import Evidence
+from t2.experiments.statistics.seeds import correlation
+from t2.experiments.statistics.welch import LEVEL, bracket, mean, sd
+from t2.experiments.sweeps.metrics import Metric, by_seed
+from t2.experiments.sweeps.runs import Run
 
 
 def difference_cells(evidence: Evidence, interim: bool) -> list[str]:

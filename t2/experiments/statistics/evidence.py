@@ -3,9 +3,10 @@ seeds they share, with its intervals.
 
 The headline interval counts both sources of noise where it can: for a test figure whose
 runs kept their test translations (test BLEU, test chrF), Student's t over seeds and
-sentences, sqrt((t(n - 1) s / sqrt(n))^2 + (z s_v / sqrt(m))^2) (t2.experiments.twoway),
+sentences, sqrt((t(n - 1) s / sqrt(n))^2 + (z s_v / sqrt(m))^2) (t2.experiments.statistics.twoway),
 and no interval at all without test outputs; for any other figure, Student's paired t over
-seeds (t2.experiments.seeds). At a planned look (t2.experiments.sequential) the interval is
+seeds (t2.experiments.statistics.seeds). At a planned look (t2.experiments.statistics.sequential)
+the interval is
 the repeated confidence interval: the same statistic read at the look's nominal level, so
 every path to a verdict keeps its level (benchmarks/interval_coverage.py).
 """
@@ -17,12 +18,12 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from t2.experiments.bootstrap import shared_outputs
-from t2.experiments.metrics import Metric, by_seed, runs_by_seed
-from t2.experiments.runs import Run
-from t2.experiments.seeds import OverSeeds, over_seeds
-from t2.experiments.sequential import Look, repeated_half_width
-from t2.experiments.twoway import Parts, seeds_and_sentences
+from t2.experiments.statistics.bootstrap import shared_outputs
+from t2.experiments.statistics.seeds import OverSeeds, over_seeds
+from t2.experiments.statistics.sequential import Look, repeated_half_width
+from t2.experiments.statistics.twoway import Parts, seeds_and_sentences
+from t2.experiments.sweeps.metrics import Metric, by_seed, runs_by_seed
+from t2.experiments.sweeps.runs import Run
 
 
 @dataclass(frozen=True)

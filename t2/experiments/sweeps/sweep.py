@@ -1,6 +1,6 @@
 """Run a sweep: every arm x seed without a finished run, one `t2 train` process each.
 
-The sweep's plan (t2.experiments.plan) is recorded before the first run, and each run
+The sweep's plan (t2.experiments.decisions.plan) is recorded before the first run, and each run
 carries its hash (train.sweep_plan, written to meta.json); a sweep file that states
 another plan trains nothing until `--plan-changed` records the change. A run is finished
 when its results.json exists; any other is started with --resume, so a run cut off
@@ -24,17 +24,17 @@ from pathlib import Path
 
 from t2.data.config import TEST_IS_VALID
 from t2.errors import ConfigError, T2Error
-from t2.experiments.compare import duration
-from t2.experiments.decisions import Reading, decide_arm
-from t2.experiments.jobs import Slot
-from t2.experiments.plan import differences, plan_of
-from t2.experiments.planbook import FILE, Book, settle
-from t2.experiments.planning import make_plan, pilot_seeds
-from t2.experiments.records import copy_records
-from t2.experiments.report import collect
-from t2.experiments.runs import flatten, read_run
-from t2.experiments.sweepfile import Arm, Sweep
-from t2.experiments.verdict import is_verdict
+from t2.experiments.decisions.plan import differences, plan_of
+from t2.experiments.decisions.planbook import FILE, Book, settle
+from t2.experiments.decisions.planning import make_plan, pilot_seeds
+from t2.experiments.decisions.readings import Reading, decide_arm
+from t2.experiments.decisions.verdict import is_verdict
+from t2.experiments.reports.compare import duration
+from t2.experiments.reports.report import collect
+from t2.experiments.sweeps.jobs import Slot
+from t2.experiments.sweeps.records import copy_records
+from t2.experiments.sweeps.runs import flatten, read_run
+from t2.experiments.sweeps.sweepfile import Arm, Sweep
 from t2.recipes import load_config
 from t2.rundir import RunDir
 from t2.rundir.layout import SWEEP_LOG
@@ -129,7 +129,7 @@ def train_one(
     sweep: Sweep, arm: Arm, seed: int, out: Path, wandb: str, slot: Slot | None = None
 ) -> None:
     """One run as a child process (`python -m t2 train ...`), its output in a log file;
-    on `slot`'s GPU or cores (t2.experiments.jobs) when given."""
+    on `slot`'s GPU or cores (t2.experiments.sweeps.jobs) when given."""
     run_dir = sweep.run_dir(out, arm, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     log = RunDir(run_dir).file(SWEEP_LOG)
@@ -218,7 +218,7 @@ def run_sweep(
     records: Path | None = None,
 ) -> None:
     """Train what is missing (of `only`, if given), each run's records copied into
-    `records` as it finishes (t2.experiments.records), when given. A plan with looks
+    `records` as it finishes (t2.experiments.sweeps.records), when given. A plan with looks
     trains the seeds of one look at a time and stops at a look that gives every arm a
     verdict."""
     runs = [r for r in plan(sweep, out) if only is None or (r[0], r[1]) in only]
@@ -262,7 +262,7 @@ def plan_sweep(
     places: list[Slot] | None = None,
     records: Path | None = None,
 ) -> str:
-    """The power plan (t2.experiments.planning), from the finished runs' seed spread; with
+    """The power plan (t2.experiments.decisions.planning), from the finished runs' seed spread; with
     none to measure it, after training the pilot: the baseline's first two seeds."""
     if sweep.detect is None:
         raise ConfigError(

@@ -13,8 +13,8 @@ from typing import Any
 
 from t2.data.pipeline import load_pairs
 from t2.evaluation.robustness import run_suite
-from t2.experiments.runs import Run
-from t2.experiments.stats import mean, sd
+from t2.experiments.statistics.welch import mean, sd
+from t2.experiments.sweeps.runs import Run
 from t2.formats.run import load_run
 from t2.rundir import RunDir, write_json
 

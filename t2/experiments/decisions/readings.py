@@ -2,7 +2,7 @@
 
 A reading is a rule with the seeds, arms and baseline of the plan it belongs to. Read
 with every planned seed in, a fixed design gives its verdict. Read earlier, it gives none:
-an unplanned look. A plan with looks (t2.experiments.sequential) gives a verdict at each
+an unplanned look. A plan with looks (t2.experiments.statistics.sequential) gives a verdict at each
 planned look: the first n_k of its seeds are in for the arm and the baseline, n_k a
 look's seeds; the verdict reads that look's interval, on those seeds only.
 """
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from t2.experiments.evidence import Evidence
-from t2.experiments.metrics import BY_KEY, by_seed
-from t2.experiments.rule import Rule
-from t2.experiments.runs import Run
-from t2.experiments.sequential import Look, look_at
-from t2.experiments.significance import Paired, pool, signs
-from t2.experiments.stats import welch
-from t2.experiments.verdict import judge
+from t2.experiments.decisions.rule import Rule
+from t2.experiments.decisions.verdict import judge
+from t2.experiments.statistics.evidence import Evidence
+from t2.experiments.statistics.sequential import Look, look_at
+from t2.experiments.statistics.significance import Paired, pool, signs
+from t2.experiments.statistics.welch import welch
+from t2.experiments.sweeps.metrics import BY_KEY, by_seed
+from t2.experiments.sweeps.runs import Run
 
 
 @dataclass(frozen=True)

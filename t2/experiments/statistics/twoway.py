@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from t2.experiments.bootstrap import Score, corpus_score, outputs_stamp, sentence_stats
+from t2.experiments.statistics.bootstrap import Score, corpus_score, outputs_stamp, sentence_stats
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ r = 0.44); the per-seed differences are then what varies, and an interval on the
 is narrower than one that treats the arms as independent samples. On the seeds both arms
 have, the interval is Student's paired t (scipy.stats.ttest_rel and its
 confidence_interval). Only when the arms share no seed is the interval Welch's, and it is
-labelled unpaired (t2.experiments.stats.welch). The interval that also counts the test
-sentences' noise is t2.experiments.bootstrap's.
+labelled unpaired (t2.experiments.statistics.welch.welch). The interval that also counts the test
+sentences' noise is t2.experiments.statistics.bootstrap's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import scipy.stats
 
-from t2.experiments.stats import LEVEL, Difference, welch
+from t2.experiments.statistics.welch import LEVEL, Difference, welch
 
 
 @dataclass(frozen=True)

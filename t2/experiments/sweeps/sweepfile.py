@@ -9,7 +9,7 @@
     baseline: base           # the arm the others are compared with; default: the first
     set: {train.eval_every: 50}  # overrides for every arm (optional)
     robustness: false        # true: report 003's suite on each run, in the report
-    rule:                    # the decision rule, fixed before the first run (t2.experiments.rule)
+    rule:                    # the decision rule, fixed before the first run (decisions.rule)
       metric: test_bleu      # the figure the verdict is on
       detect: 0.5            # the smallest difference that matters: t2 sweep --plan's target
       alpha: 0.05
@@ -40,7 +40,7 @@ import yaml
 
 from t2.config import check_keys, load_yaml
 from t2.errors import ConfigError
-from t2.experiments.rule import Rule, parse_rule
+from t2.experiments.decisions.rule import Rule, parse_rule
 from t2.plugins import is_file_spec, load_listed, load_plugins
 from t2.recipes import load_config
 
@@ -93,7 +93,7 @@ class Sweep:
     rule: Rule = Rule()  # the decision rule the sweep file states
     plugins: tuple[str, ...] = ()  # absolute paths of plugin files, or module names
     trust_plugins: bool = False  # its YAML's plugins may run (--trust-plugins): its runs' too
-    plan: str = ""  # the hash of its recorded plan (t2.experiments.plan), once recorded
+    plan: str = ""  # the hash of its recorded plan (t2.experiments.decisions.plan), once recorded
 
     @property
     def detect(self) -> float | None:

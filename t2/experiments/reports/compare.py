@@ -18,11 +18,11 @@ from typing import Any
 from t2.atomic import atomic_text
 from t2.config import Config
 from t2.data.config import TEST_IS_VALID, same_split
-from t2.experiments.decisions import Reading
-from t2.experiments.paired import paired_section
-from t2.experiments.plots import plot_curves
-from t2.experiments.rule import Rule
-from t2.experiments.runs import Run, flatten
+from t2.experiments.decisions.readings import Reading
+from t2.experiments.decisions.rule import Rule
+from t2.experiments.reports.paired import paired_section
+from t2.experiments.reports.plots import plot_curves
+from t2.experiments.sweeps.runs import Run, flatten
 
 # keys that differ between runs without making them different experiments
 IGNORED = frozenset({"train.seed", "train.wandb_name", "train.sweep_plan", "model.vocab_size"})

@@ -5,7 +5,7 @@ seeds, its budget, each arm's test set (data.test), the decision rule (with its 
 looks) and the version of the decision code: a hash of the source of the modules that
 turn runs into a verdict (DECISION_MODULES), so a verdict computed by changed code is not
 passed off as the planned one. Its hash (the first 12 hex digits of the SHA-256 of the
-plan as sorted JSON) is recorded with it (t2.experiments.planbook) and carried by every
+plan as sorted JSON) is recorded with it (t2.experiments.decisions.planbook) and carried by every
 run's meta.json (train.sweep_plan). `differences` says, field by field, how two plans
 differ, in the words the report discloses them in.
 """
@@ -19,24 +19,29 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from t2.experiments.rule import Rule, rule_from_dict
-from t2.experiments.sweepfile import Sweep
+from t2.experiments.decisions.rule import Rule, rule_from_dict
+from t2.experiments.sweeps.sweepfile import Sweep
 from t2.recipes import load_config
 
-# the modules whose code decides: the rule, the intervals and tests it reads, the figures
-DECISION_MODULES = (
-    "rule",
-    "verdict",
-    "evidence",
-    "decisions",
-    "sequential",
-    "bootstrap",
-    "twoway",
-    "seeds",
-    "stats",
-    "significance",
-    "metrics",
-)
+# the code whose change can change a verdict: every module of the decisions and statistics
+# packages, the figures they read, and the report's parts that print a verdict
+DECIDING_PACKAGES = ("decisions", "statistics")
+DECIDING_MODULES = ("sweeps.metrics", "reports.tables", "reports.paired", "reports.disclosure")
+
+
+def decision_modules() -> tuple[str, ...]:
+    """The modules hashed into the plan's code version, as HOME.MODULE under t2.experiments."""
+    here = Path(__file__).resolve().parent.parent
+    found = [
+        f"{home}.{path.stem}"
+        for home in DECIDING_PACKAGES
+        for path in sorted((here / home).glob("*.py"))
+        if path.stem != "__init__"
+    ]
+    return (*found, *DECIDING_MODULES)
+
+
+DECISION_MODULES = decision_modules()
 
 
 def decision_code() -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from t2.experiments.runs import Run
+from t2.experiments.sweeps.runs import Run
 
 
 @dataclass(frozen=True)

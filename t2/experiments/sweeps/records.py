@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 from t2.atomic import atomic_folder
-from t2.experiments.robust import FILE as ROBUSTNESS
-from t2.experiments.sweepfile import Sweep
+from t2.experiments.sweeps.robust import FILE as ROBUSTNESS
+from t2.experiments.sweeps.sweepfile import Sweep
 from t2.rundir import RunDir
 from t2.rundir.layout import RECORDS
 

@@ -1,0 +1,1 @@
+"""Reports: the sweep's report, its tables and verdict section, `t2 compare`, curves."""

@@ -1,0 +1,1 @@
+"""Statistics: intervals over seeds and sentences, sacreBLEU's paired tests, looks, spreads."""
