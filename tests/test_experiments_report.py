@@ -106,25 +106,27 @@ def test_report_only_numbers_intervals_and_verdicts(hand_sweep):
         spread = f" ± {statistics.stdev(values):.4f}" if len(values) > 1 else ""
         assert rows[arm][:2] == [str(len(values)), f"{statistics.fmean(values):.4f}{spread}"]
     planned = len(sweep.arms) * len(sweep.seeds)
-    assert f"Not finished (2 of {planned}), left out: short seeds 2, 3. The tables carry" in report
-    assert rows["a"][5] == "baseline" and rows["better"][5] == "interim: no verdict"
+    assert f"Not finished (2 of {planned}), left out: short seeds 2, 3. The verdicts" in report
+    assert rows["a"][5] == "baseline" and rows["better"][5] == "excludes 0"
     assert "**" not in report.split("## Results")[1].split("## Runs")[0]  # no verdict at all
     sweep.path.write_text(SWEEP.replace("  short: {set: {model.dropout: 0.2}}\n", ""))
     report = write_report(load_sweep(sweep.path), out, "cpu").read_text()  # every run in
     rows = table_rows(report, "validation loss")
     assert rows["a"][5] == "baseline"
-    assert rows["same"][5] == "within noise" and "**" not in " ".join(rows["same"])
-    assert rows["better"][5] == "**better**" and rows["better"][3].endswith(" (paired t, n=3)")
+    assert rows["same"][5] == "contains 0" and "**" not in " ".join(rows["same"])
+    # no plan recorded: the table describes the interval and calls no arm better (issue 52)
+    assert rows["better"][5] == "excludes 0" and rows["better"][3].endswith(" (paired t, n=3)")
     assert rows["better"][4] == "-"  # no test outputs: no bootstrap over sentences
     low, high = (float(x) for x in rows["better"][3].split(" (")[0].strip("[]").split(", "))
     assert high < 0 and low < statistics.fmean(LOSSES["better"]) - 3.41 < high
     bleu = table_rows(report, "validation BLEU")  # higher is better: the same arm wins
-    assert bleu["better"][5] == "**better**" and bleu["same"][5] == "within noise"
+    assert bleu["better"][5] == "excludes 0" and bleu["same"][5] == "contains 0"
+    assert "**better**" not in report and "No plan was recorded" in report
     assert "better: ahead in 3 of 3 seeds" in report
     assert "last validation record" in report  # the header says which numbers are used
     assert "test = validation" not in report  # quickstart's task: splits are generated apart
-    for line in report.splitlines():  # never a bold word on a table row inside the noise
-        assert not (line.startswith("|") and "within noise" in line and "**" in line)
+    for line in report.splitlines():  # never a bold word on a table row
+        assert not (line.startswith("|") and "**" in line)
     assert (out / "plots" / "curves_by_step.png").stat().st_size > 10_000
     curves = report.split("## Curves")[1]  # the compare_at axis leads, in the arms table too
     assert curves.index("curves_by_time.png") < curves.index("curves_by_step.png")
@@ -177,6 +179,22 @@ def test_compare_table_numbers_and_older_runs(tmp_path, capsys):
         "curves_by_time.png",
         "curves_by_tokens.png",
     ]
+
+
+def test_compare_without_a_plan_prints_intervals_and_no_verdict(tmp_path):
+    """`t2 compare` has no plan recorded before its runs: intervals labelled "no plan: no
+    verdict", never better or worse (issue 52: it printed "t2's default rule: **better**")."""
+    from t2.experiments.reports.compare import compare
+
+    for seed, (a, b) in enumerate([(3.0, 2.0), (3.1, 2.05), (2.9, 1.9)], start=1):
+        fake_run(tmp_path / f"a{seed}", "quickstart", [f"train.seed={seed}"], a)
+        fake_run(
+            tmp_path / f"b{seed}", "quickstart", [f"train.seed={seed}", "model.norm=rmsnorm"], b
+        )
+    runs = [read_run(tmp_path / f"{n}{s}") for s in (1, 2, 3) for n in "ab"]
+    text = compare(runs, tmp_path / "out")
+    assert "no plan: no verdict" in text and "validation loss: -" in text
+    assert "**better**" not in text and "**worse**" not in text
 
 
 def test_compare_groups_seeds_and_names_what_differs(tmp_path):

@@ -143,3 +143,29 @@ def test_the_older_rules_decide_as_they_did(tmp_path):
     assert word == UNDECIDED and "disagree in sign" in why
     word, why = judge(Rule(decide="same_sign"), evidence, None, apart, None, [])
     assert word == UNDECIDED and "needs two seeds" in why
+
+
+def test_a_plans_arms_share_one_error_rate_bonferroni(tmp_path):
+    """Several arms against one baseline: each is read at alpha / k, so the family's
+    chance of a false "better" stays at alpha (issue 52). Report 004's 15 seeds, read on
+    validation BLEU with the paired t: better alone (p ~ 0.005), still better among 2 arms
+    (alpha 0.025), not among 20 (alpha 0.0025)."""
+    from benchmarks.sim_family import family_error
+    from t2.experiments.decisions.readings import Reading, decide_arm
+
+    v2, base = _report004()
+    arm_runs, base_runs = _runs(v2, tmp_path / "v2"), _runs(base, tmp_path / "base")
+    rule = Rule(metric="valid_bleu", decide="paired_t")
+    seeds = tuple(range(1, 16))
+
+    def decide(arms: int):
+        names = ("base", *(f"a{i}" for i in range(arms)))
+        return decide_arm(Reading("planned", rule, seeds, "base", names), arm_runs, base_runs, [])
+
+    alone, two, many = decide(1), decide(2), decide(20)
+    assert alone.word == "better" and "Bonferroni" not in alone.why
+    assert two.word == "better" and "alpha 0.05 / 2 arms: Bonferroni" in two.why
+    assert many.word == UNDECIDED and "/ 20 arms" in many.why
+    # the simulation (benchmarks/sim_family.py): 6 arms at 3 seeds
+    assert family_error(6, 3, 0.05, False, 4000, 1) > 0.15
+    assert family_error(6, 3, 0.05, True, 4000, 1) < 0.06

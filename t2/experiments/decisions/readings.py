@@ -1,6 +1,8 @@
 """Each arm's verdict under a plan's rule, at the look its finished runs make.
 
-A reading is a rule with the seeds, arms and baseline of the plan it belongs to. Read
+A reading is a rule with the seeds, arms and baseline of the plan it belongs to. A plan of
+k arms against one baseline reads each at alpha / k (Bonferroni), so the chance that any of
+them is called better or worse by chance stays at alpha (benchmarks/sim_family.py). Read
 with every planned seed in, a fixed design gives its verdict. Read earlier, it gives none:
 an unplanned look. A plan with looks (t2.experiments.statistics.sequential) gives a verdict at each
 planned look: the first n_k of its seeds are in for the arm and the baseline, n_k a
@@ -9,7 +11,7 @@ look's seeds; the verdict reads that look's interval, on those seeds only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from t2.experiments.decisions.rule import Rule
 from t2.experiments.decisions.verdict import judge
@@ -67,8 +69,10 @@ def _among(runs: list[Run], seeds: tuple[int, ...] | None) -> list[Run]:
 def decide_arm(reading: Reading, arm: list[Run], base: list[Run], tests: list[Paired]) -> Decision:
     """The arm's verdict under `reading`, or why it has none; `tests` are the seeds'
     paired sacreBLEU tests (welch_pooled and same_sign read them)."""
-    rule = reading.rule
-    n, look = stage(reading, arm, base)
+    rule, family = reading.rule, family_size(reading)
+    if family > 1:  # Bonferroni across the plan's arms: the family's error stays at alpha
+        rule = replace(rule, alpha=rule.alpha / family)
+    n, look = stage(replace(reading, rule=rule), arm, base)
     if n is None:
         planned = ", ".join(map(str, rule.looks)) if rule.looks else len(reading.seeds or ())
         return Decision(None, f"not a planned look (planned: {planned} seeds)")
@@ -82,4 +86,13 @@ def decide_arm(reading: Reading, arm: list[Run], base: list[Run], tests: list[Pa
     values = list(by_seed(arm, metric).values()), list(by_seed(base, metric).values())
     apart = welch(*values, 1.0 - rule.alpha)
     word, why = judge(rule, evidence, look, apart, pool(tests) if tests else None, signs(tests))
+    if family > 1:
+        why += f" (alpha {reading.rule.alpha:g} / {family} arms: Bonferroni, the family's level)"
     return Decision(word, why, look)
+
+
+def family_size(reading: Reading) -> int:
+    """The arms a plan compares with its baseline: its verdicts share one error rate."""
+    if reading.arms is None:
+        return 1
+    return max(1, len([a for a in reading.arms if a != reading.baseline]))

@@ -18,8 +18,6 @@ from typing import Any
 from t2.atomic import atomic_text
 from t2.config import Config
 from t2.data.config import TEST_IS_VALID, same_split
-from t2.experiments.decisions.readings import Reading
-from t2.experiments.decisions.rule import Rule
 from t2.experiments.reports.paired import paired_section
 from t2.experiments.reports.plots import plot_curves
 from t2.experiments.sweeps.runs import Run, flatten
@@ -159,10 +157,14 @@ def write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
+# runs compared without a sweep's plan: no rule was written before them, so no verdict
+NO_PLAN = "no plan: no verdict; `t2 sweep` decides under a rule recorded before its runs"
+
+
 def compare(runs: Sequence[Run], out_dir: Path, names: Sequence[str] | None = None) -> str:
     """Write OUT/compare.md, compare.csv and the curve plots; return the Markdown table
-    and, with two settings or more, their paired significance against the first run's
-    setting (seeds paired by train.seed)."""
+    and, with two settings or more, their intervals and paired significance against the
+    first run's setting (seeds paired by train.seed), under no verdict (NO_PLAN)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     headers, rows = table(runs, names)
     text = markdown(headers, rows)
@@ -170,8 +172,7 @@ def compare(runs: Sequence[Run], out_dir: Path, names: Sequence[str] | None = No
     if len(groups) > 1:
         by_path = {r.path: r for r in runs}
         settings = {label: [by_path[p] for p in paths] for label, paths in groups.items()}
-        rule = [Reading("t2's default rule", Rule())]
-        text += "\n" + paired_section(next(iter(groups)), settings, rule)
+        text += "\n" + paired_section(next(iter(groups)), settings, [], NO_PLAN)
     plots = plot_curves(groups, out_dir)
     figures = "".join(f"\n![{p.stem}]({p.name})\n" for p in plots)
     note = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from t2.experiments.decisions.readings import Decision, Reading, decide_arm
+from t2.experiments.statistics.evidence import Evidence
 from t2.experiments.statistics.significance import (
     AR_TRIALS,
     BOOTSTRAP_SAMPLES,
@@ -17,7 +18,8 @@ from t2.experiments.statistics.significance import (
     compare_seeds,
     pool,
 )
-from t2.experiments.statistics.welch import LEVEL
+from t2.experiments.statistics.welch import LEVEL, bracket
+from t2.experiments.sweeps.metrics import METRICS, by_seed
 from t2.experiments.sweeps.runs import Run
 
 
@@ -52,6 +54,22 @@ def _head(arm: str, baseline: str, found: list[tuple[str, Decision]], held: str 
     word = last.word or "no verdict"
     beside = "" if len(found) == 1 else f" ({label}; {found[0][0]}: {found[0][1].word or 'none'})"
     return f"### {arm} vs {baseline}: {word}{beside}\n"
+
+
+def _intervals(arm: list[Run], base: list[Run], why: str) -> list[str]:
+    """Each figure's headline interval, labelled with why it decides nothing."""
+    lines = []
+    for metric in METRICS:
+        if not by_seed(arm, metric) or not by_seed(base, metric):
+            continue
+        span = Evidence(metric, arm, base).headline(LEVEL)
+        if span is not None:
+            shown = bracket(span.low, span.high, metric.digits)
+            lines.append(
+                f"- {metric.title}: {span.diff:+.{metric.digits}f} {shown} "
+                f"({span.method}, {LEVEL:.0%}): {why}."
+            )
+    return lines
 
 
 def _seed_table(tests: list[Paired]) -> list[str]:
@@ -90,6 +108,8 @@ def paired_section(
         ]
         reason = held if held is not None or found else "no rule names this arm"
         lines.append(_head(arm, baseline, found, reason))
+        if held is not None:
+            lines += _intervals(rs, base, held)
         if held is None:
             lines += [_line(label, d) for label, d in found]
         if tests:

@@ -1,8 +1,8 @@
 """A sweep's report, generated from its runs' own files. At the top, the plan as recorded
 before the first run and everything that differs from it (t2.experiments.reports.disclosure).
 Then per arm the mean and standard deviation over seeds, the difference to the baseline
-arm with its intervals (t2.experiments.reports.tables), and "within noise" where the headline
-interval contains zero; nothing is bolded unless it excludes zero. Then each arm's
+arm with its intervals (t2.experiments.reports.tables), and whether the headline interval
+excludes zero: description, never a verdict. Then each arm's
 verdict under the plan's rule (t2.experiments.reports.paired): at a planned look or with every
 planned run in, and only when what ran is the plan, or when `--plan-changed` asks."""
 
@@ -122,9 +122,9 @@ def _header(sweep: Sweep, out: Path, runs: dict[str, list[Run]]) -> str:
         f"share no seed), and for test figures whose runs kept their translations, "
         f"Student's t over seeds and test sentences (n - 1 degrees of freedom on the seeds' "
         f"variance plus the test set's own), which counts both sources of noise "
-        f"and is the one the word reads where it exists. *within noise*: that interval "
-        f"contains zero, and no arm is called better or worse (only an interval that "
-        f"excludes zero is bolded). n=1: no interval, nothing concluded.\n\n"
+        f"(the headline: whether it excludes 0). The tables describe; they call no arm "
+        f"better or worse: a verdict is the plan's rule's, at its level and look, in the "
+        f"verdict section alone. n=1: no interval.\n\n"
     )
 
 
@@ -157,7 +157,7 @@ def _interim(sweep: Sweep, missing: list[tuple[str, int]]) -> str:
     )
     return (
         f"Not finished ({len(missing)} of {planned}), left out: {_by_arm(missing)}. The "
-        f"tables carry **no verdict**, and the verdicts below only at a planned look: the "
+        f"verdicts below come only at a planned look: the "
         f"sweep is read {when}; a sweep stopped at the first look that clears an unadjusted "
         f"level calls false differences more often than that level.\n"
     )
@@ -194,7 +194,7 @@ def render(
         parts.append(_interim(sweep, missing))
     parts.append("## Arms\n\n" + arms_table(sweep, runs) + "\n" + machines(runs))
     parts.append("## Results\n")
-    parts += [t for m in METRICS if (t := metric_table(sweep.baseline, runs, m, bool(missing)))]
+    parts += [t for m in METRICS if (t := metric_table(sweep.baseline, runs, m))]
     if len(runs) > 1:
         parts.append(paired_section(sweep.baseline, runs, readings, held))
     if power is not None:

@@ -2,7 +2,8 @@
 difference to the baseline with two intervals: Student's paired t over seeds
 (t2.experiments.statistics.seeds), and for a test figure whose runs kept their translations,
 Student's t over seeds and sentences (t2.experiments.statistics.twoway), which counts both sources
-of noise and is the one the word reads where it exists (t2.experiments.statistics.evidence)."""
+of noise (t2.experiments.statistics.evidence): the headline, whose cell says only whether
+it excludes 0. The verdict is the plan's, in the verdict section alone."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from t2.experiments.sweeps.metrics import Metric, by_seed
 from t2.experiments.sweeps.runs import Run
 
 
-def difference_cells(evidence: Evidence, interim: bool) -> list[str]:
-    """Δ, the paired t interval, the t over seeds x sentences and the word: "within
-    noise" when the headline interval contains zero, better or worse (bold) only when it
-    does not, and no word at all at an interim look."""
-    metric, digits = evidence.metric, evidence.metric.digits
+def difference_cells(evidence: Evidence) -> list[str]:
+    """Δ, the paired t interval, the t over seeds x sentences, and where the headline
+    interval lies: it "excludes 0" or "contains 0". A table never says better or worse: a
+    verdict is the plan's rule's, at its level and look, in the verdict section alone
+    (t2.experiments.reports.paired), so no cell can disagree with it."""
+    digits = evidence.metric.digits
     over = evidence.over(LEVEL)
     d = over.t
     if not d.has_interval:
@@ -27,11 +29,9 @@ def difference_cells(evidence: Evidence, interim: bool) -> list[str]:
     boot = "-" if both is None else bracket(both.low, both.high, digits)
     headline = evidence.headline(LEVEL)
     cells = [f"{d.diff:+.{digits}f}", paired, boot]
-    if interim:
-        return [*cells, "interim: no verdict"]
-    if headline is None or headline.contains_zero():
-        return [*cells, "within noise"]
-    return [*cells, "**better**" if (d.diff < 0) == metric.lower_is_better else "**worse**"]
+    if headline is None:
+        return [*cells, "no headline interval"]
+    return [*cells, "contains 0" if headline.contains_zero() else "excludes 0"]
 
 
 def paired_note(vs: dict[int, float], base: dict[int, float], metric: Metric) -> str:
@@ -45,9 +45,7 @@ def paired_note(vs: dict[int, float], base: dict[int, float], metric: Metric) ->
     return f"ahead in {ahead} of {len(shared)} seeds{across}"
 
 
-def metric_table(
-    baseline: str, runs: dict[str, list[Run]], metric: Metric, interim: bool = False
-) -> str | None:
+def metric_table(baseline: str, runs: dict[str, list[Run]], metric: Metric) -> str | None:
     values = {arm: by_seed(rs, metric) for arm, rs in runs.items()}
     if not any(values.values()):
         return None
@@ -59,7 +57,7 @@ def metric_table(
         f"Δ vs {baseline}",
         f"paired t, {LEVEL:.0%}",
         f"t over seeds x sentences, {LEVEL:.0%}",
-        "verdict",
+        f"headline {LEVEL:.0%}",
     ]
     lines = [f"### {metric.title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     notes = []
@@ -74,7 +72,7 @@ def metric_table(
             word = "baseline" if arm == baseline else "no baseline run"
             cells = ["-", "-", "-", word]
         else:
-            cells = difference_cells(Evidence(metric, runs[arm], runs[baseline]), interim)
+            cells = difference_cells(Evidence(metric, runs[arm], runs[baseline]))
             if note := paired_note(found, base, metric):
                 notes.append(f"{arm}: {note}.")
         lines.append(f"| {arm} | {len(vs)} | {cell} | " + " | ".join(cells) + " |")

@@ -198,7 +198,8 @@ def look_verdicts(sweep: Sweep, out: Path) -> dict[str, str] | None:
     """Each arm's verdict at the planned look its finished runs make, when every arm has
     one (the sweep may stop there); else None."""
     runs, _ = collect(sweep, out)
-    reading = Reading("planned", sweep.rule, sweep.seeds, sweep.baseline)
+    arms = tuple(arm.name for arm in sweep.arms)  # the family the report reads too
+    reading = Reading("planned", sweep.rule, sweep.seeds, sweep.baseline, arms)
     base, found = runs[sweep.baseline], {}
     for arm in sweep.arms:
         if arm.name != sweep.baseline:
