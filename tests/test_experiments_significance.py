@@ -138,10 +138,11 @@ def test_the_report_section_reads_the_runs_test_outputs(tmp_path):
     assert "Stouffer's z = +" in text and "2 better, 0 worse" in text
     assert "pooled (conditional on these seeds)" in text
     default = Reading("default", Rule())  # reads t over seeds and sentences
-    text = paired_section("base", runs, [*same_sign, default, *paired])  # the last rule heads
+    text = paired_section("base", runs, [*same_sign, default, *paired])  # the plan heads
     assert "- planned: **not distinguishable at this budget**" in text
     assert "(t over 2 seeds and their test sentences, 1 df (standard error of seeds" in text
-    assert "### arm vs base: not distinguishable at this budget (rule; planned: not " in text
+    head = "### arm vs base: not distinguishable at this budget (planned; default, chosen after"
+    assert head in text and "; rule, chosen after the data: not distinguishable" in text
     held = paired_section("base", runs, paired, held="the plan changed: see Plan")
     assert "### arm vs base: no verdict (the plan changed: see Plan)\n" in held
     assert "**" not in held  # no verdict word anywhere

@@ -5,7 +5,7 @@ each run trained under (the hash its meta.json carries).
 Any difference (a change recorded since the plan, a sweep file that states another plan,
 a run trained under another plan or under none) is disclosed here, and the report then
 gives no verdict unless `t2 sweep --plan-changed` asks for one; with it, a verdict under
-each plan, the planned one first and the one in force last, so a reader sees whether the
+each plan, the planned one first (it heads each arm's verdict), so a reader sees whether the
 change moved it.
 """
 
@@ -24,7 +24,7 @@ from t2.experiments.sweeps.runs import Run
 class Disclosure:
     text: str  # the report's Plan section
     changed: bool  # something differs from the plan: no verdict without --plan-changed
-    readings: tuple[Reading, ...]  # what verdicts are rendered under, the one in force last
+    readings: tuple[Reading, ...]  # what verdicts are rendered under: the plan first, then changes
 
 
 def _reading(label: str, plan: Plan) -> Reading:
@@ -90,8 +90,8 @@ def disclose(book: Book, now: Plan, runs: list[Run], accept: bool) -> Disclosure
         )
     elif changed:
         lines.append(
-            "Verdicts under each plan follow (`--plan-changed`), the planned one first; "
-            "the last is the plan in force. A plan changed after the data were seen can be "
-            "chosen to fit them."
+            "Verdicts under each plan follow (`--plan-changed`): the planned one first, and "
+            "it heads each arm; each later one is labelled chosen after the data, since a plan "
+            "changed after the data were seen can be chosen to fit them."
         )
     return Disclosure("\n\n".join(lines) + "\n", changed, tuple(readings))

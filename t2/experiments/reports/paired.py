@@ -50,9 +50,12 @@ def _line(label: str, decision: Decision) -> str:
 def _head(arm: str, baseline: str, found: list[tuple[str, Decision]], held: str | None) -> str:
     if held is not None:
         return f"### {arm} vs {baseline}: no verdict ({held})\n"
-    label, last = found[-1]
-    word = last.word or "no verdict"
-    beside = "" if len(found) == 1 else f" ({label}; {found[0][0]}: {found[0][1].word or 'none'})"
+    # the plan recorded before the first run leads; a later rule was chosen after the data
+    # had been seen, and is said so, beside it, never first (issue 52: report 004)
+    label, first = found[0]
+    word = first.word or "no verdict"
+    later = [f"{lab}, chosen after the data: {d.word or 'no verdict'}" for lab, d in found[1:]]
+    beside = f" ({label}; " + "; ".join(later) + ")" if later else ""
     return f"### {arm} vs {baseline}: {word}{beside}\n"
 
 
