@@ -129,7 +129,8 @@ def test_a_changed_plan_trains_nothing_and_gives_no_verdict_until_disclosed(tmp_
     report = (out / "report.md").read_text()
     assert "**Plan changed after 6 runs had started** (hash `" in report
     assert "- planned: no verdict: not a planned look (planned: 6 seeds)." in report
-    assert "- change 1: **better" in report and "### b vs a: better" in report
+    assert "- change 1: **better" in report  # the plan leads; the change is labelled
+    assert "### b vs a: no verdict (planned; change 1, chosen after the data: better" in report
     assert len(read_book(out).entries) == 2
 
 
