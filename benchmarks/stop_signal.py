@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -83,6 +84,8 @@ def srun_task(rank: int, port: int) -> dict[str, str]:
     """SLURM's variables for task `rank` of `srun --ntasks 2` on one node."""
     return {
         **{"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "2", "SLURM_NODEID": "0"},
+        # an srun step's own variables: t2 forms a job from SLURM_STEP_NUM_TASKS (launch.py)
+        **{"SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2"},
         **{"SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)},
         **{"SLURM_JOB_NODELIST": "localhost", "SLURM_TASKS_PER_NODE": "2"},
         "MASTER_PORT": str(port),
@@ -149,6 +152,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     with tempfile.TemporaryDirectory() as folder:
         for k in range(args.rounds):
             row = every_process(Path(folder) / f"run{k}", args.at_step, [*TINY, *args.set])
+            stopped = 128 + signal.SIGTERM
+            if row["exit"] != [stopped, stopped]:  # not a two-process job that stopped: no figure
+                first = next((e for e in row["stderr"] if e.strip()), "").strip().splitlines()
+                raise SystemExit(
+                    f"round {k}: exits {row['exit']}, not [{stopped}, {stopped}] "
+                    f"({first[-1] if first else 'no output'}); no figure taken"
+                )
             del row["stderr"]
             rows.append(row)
             print(json.dumps(row), flush=True)
