@@ -129,6 +129,6 @@ export TORCHINDUCTOR_CACHE_DIR=$compile_cache/inductor  # the CUDA tests' compil
 
 plan=(--python "$py" --since "$since" --compile-cache "$compile_cache" --data "$data_dir")
 if [[ $quick == 1 ]]; then plan+=(--quick --budget "${budget:-355}"); else plan+=(--budget "${budget:-570}"); fi
-"$py" -m benchmarks.gpu_plan "$out" "${plan[@]}"
+"$py" -m benchmarks.gpu_run "$out" "${plan[@]}"
 "$py" -m benchmarks.gpu_summary "$out"
 echo "GPU figures in $out: summary.md and summary.json"
