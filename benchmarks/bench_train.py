@@ -61,7 +61,7 @@ from benchmarks.train_loops import (
     device,
     sync,
 )
-from benchmarks.train_modes import ModeRun, compare
+from benchmarks.train_modes import ModeRun, compare, warm_only
 from benchmarks.train_phases import breakdown_all, profile_all
 from benchmarks.train_scaling import scaling
 from t2.config import Config
@@ -123,6 +123,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="auto",
         help="t2's training pass: auto (the recipe's train.compile: compiled on CUDA), or "
         "any of eager,compiled,graphs,flex, each timed against the peer in turn",
+    )
+    p.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="only build and warm up each mode (its compilation), untimed, no peer",
     )
     p.add_argument("--json", help="write every figure to this file")
     args = p.parse_args(argv)
@@ -255,6 +260,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f"after each batch was seen {args.sightings}x"
     )
     records = []
+    if args.compile_only:  # gpu.sh's warm-up: the compile cache filled, nothing timed
+        return warm_only(args, ds, len(tokenizer), lambda records: save(args, records))
     peaks = {p: matmul_peak(p) for p in args.precisions.split(",")} if args.rounds else {}
     if peaks:  # the share of the peak is a timed round's figure; --rounds 0 counts only
         print("matmul 1024^3: " + ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in peaks.items()))

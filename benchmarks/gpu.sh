@@ -6,18 +6,24 @@
 #                          [--compile-cache DIR]
 #
 # --quick (6 minutes of wall time, set-up and compilation included: --budget 355 seconds
-# from the script's start, the summary after) brings back, in order of value, each part a
-# process of its own (benchmarks/gpu_plan.py's QUICK): the training step of base, then of
-# v2_rope_rmsnorm, eager and with CUDA graphs against the transformers peer
-# (bench_train.py: 25k-token batches, pre-drawn and each seen twice before timing, so
-# CUDA graphs replay every timed step; tokens/s, MFU, host and GPU ms per step, compile
-# seconds, replays, skips, fallbacks), operators and casts per eager step, FlexAttention
-# against SDPA on base (both compiled alike, train.padded_attention), tests/test_cuda.py,
-# then v2 compiled without CUDA graphs and big. Each part's need is estimated from the
-# compile seconds this run has measured (the first from a prior of 90 s); a part that
-# does not fit in the time left is skipped and the next tried, modes that do not fit are
-# dropped, and the summary names every mode lost; a part cut at its limit keeps the modes
-# it finished (bench_train writes its JSON after each).
+# from the script's start, the summary after; benchmarks/gpu_plan.py's QUICK, run by
+# benchmarks/gpu_run.py, whose --dry-run prints the command lines): first a warm-up, side
+# by side on the CPU cores while nothing is timed, one process per compiled mode of the
+# timed parts (bench_train.py --compile-only, the part's own options and batches) filling
+# the one compile cache, with tests/test_cuda.py beside them; then, each a process of its
+# own loading from that cache, in order of value: the training step of base, then of
+# v2_rope_rmsnorm, eager and with CUDA graphs against the transformers peer (25k-token
+# batches, pre-drawn and each seen twice before timing, so CUDA graphs replay every timed
+# step; tokens/s, MFU, host and GPU ms per step, compile seconds, replays, skips,
+# fallbacks), operators and casts per eager step, FlexAttention with CUDA graphs on
+# base (its SDPA partner: train-base's graphs row, the same seeded padded batches), then
+# v2 compiled without CUDA graphs and big, not warmed up. The warm-up's need is its
+# largest part's (a cold compilation, 90 s until measured, 1.3x beside the others), a
+# timed part's from the compile seconds measured (25 s from the cache until one is; cold
+# for a part not warmed up); a part that does not fit in the time left is skipped and
+# the next tried, modes that do not fit are dropped, and the summary names every mode
+# lost; a part cut at its limit keeps the modes it finished (bench_train writes its JSON
+# after each).
 #
 # The full run (--budget 570): the CUDA tests, the README quickstart, the memory model
 # against torch.cuda's peaks (bench_memory.py), `base` as shipped against the recipe
@@ -129,6 +135,6 @@ export TORCHINDUCTOR_CACHE_DIR=$compile_cache/inductor  # the CUDA tests' compil
 
 plan=(--python "$py" --since "$since" --compile-cache "$compile_cache" --data "$data_dir")
 if [[ $quick == 1 ]]; then plan+=(--quick --budget "${budget:-355}"); else plan+=(--budget "${budget:-570}"); fi
-"$py" -m benchmarks.gpu_plan "$out" "${plan[@]}"
+"$py" -m benchmarks.gpu_run "$out" "${plan[@]}"
 "$py" -m benchmarks.gpu_summary "$out"
 echo "GPU figures in $out: summary.md and summary.json"

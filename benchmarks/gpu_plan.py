@@ -3,39 +3,50 @@ run short of time drops; it runs them and writes OUT/parts.tsv (the standard lib
 only: it runs before anything else is known to import).
 
     python -m benchmarks.gpu_plan OUT --python PY --since EPOCH --budget S [--quick]
-        [--compile-cache DIR]
+        [--compile-cache DIR] [--dry-run]
 
-The budget counts from EPOCH, gpu.sh's start: set-up is inside it. The parts run in order
-of value (QUICK, FULL). A part's need is estimated from whole-model compilations: each
-compiled row of bench_train records its first micro-batch's seconds (t2_compile_s), and
-the largest measured so far in this run is the estimate; before the first, PRIOR_COMPILE_S
-(the top of the 50-90 s a cold compilation was estimated at); a part cut at its limit
-before a compiled mode finished raises it to what that mode must have taken at least. A
-part runs when its first `keep` modes fit in the time left, and the modes after them that
-do not fit are dropped (named in parts.tsv, and in the summary); a part that does not fit
-is skipped and the next one tried. Its limit is SLACK times its need with a cold
-compilation (never less than PRIOR_COMPILE_S), at most the time left: a part that loads
-from the cache is not cut if it has to compile after all. A part cut at its limit keeps
-the modes it finished (bench_train writes its JSON after each).
+The budget counts from EPOCH, gpu.sh's start: set-up is inside it. A plan (QUICK, FULL)
+has a warm-up and timed parts. The warm-up's parts start together, one process each, and
+all end before the first timed part starts: each compiles one mode of a timed part into
+the shared compile cache exactly as that part will (bench_train --compile-only: the same
+batches and shapes; the 16 cores compile side by side, the GPU is idle and nothing is
+timed), and the CUDA tests run beside them (a check of correctness, not a figure; their
+two-layer models are theirs alone, so warming them apart would compile them twice). The
+warm-up's need is the largest of its parts' with a cold compilation, CONTENTION times
+over (the parts share the cores), not their sum; parts.tsv has each one's seconds.
+
+The timed parts then run in turn, in order of value. A part's need is estimated from
+whole-model compilations: each compiled row of bench_train records its first
+micro-batch's seconds (t2_compile_s). A timed part loads its compilations from the
+cache: before a timed part has measured one, PRIOR_CACHED_S (PRIOR_COMPILE_S, the top of
+the 50-90 s a cold compilation was estimated at, if the warm-up did not end well or there
+was none), then the largest a timed part measured, so that a cache that missed (a part
+compiled again) shrinks what comes after; a part cut at its limit before a compiled mode
+finished raises it to what that mode must have taken at least. A part runs when its first
+`keep` modes fit in the time left, and the modes after them that do not fit are dropped
+(named in parts.tsv, and in the summary); a part that does not fit is skipped and the
+next one tried. Its limit is SLACK times its need with a cold compilation (the largest
+measured, never less than PRIOR_COMPILE_S), at most the time left: a part that misses the
+cache is not cut for compiling after all. A part cut at its limit keeps the modes it
+finished (bench_train writes its JSON after each). --dry-run prints the command lines of
+the plan, the warm-up's first, and runs nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 PRIOR_COMPILE_S = 90.0
+PRIOR_CACHED_S = 25.0  # a whole model's compilation loaded from the warm-up's cache
+CONTENTION = 1.3  # a compilation beside the warm-up's others: this much slower than alone
 SLACK = 1.5
 KILL_AFTER_S = 10  # timeout(1)'s -k: a part that ignores SIGTERM is killed this much later
 # whole-model compilations a bench_train mode pays (train_loops.MODES; auto: the recipe's)
-COMPILES = {"eager": 0, "compiled": 1, "graphs": 1, "flex": 1, "auto": 1}
+COMPILES = {"eager": 0, "compiled": 1, "graphs": 1, "flex": 1, "flex-graphs": 1, "auto": 1}
 CUT = {124, 137}  # timeout(1)'s exit statuses of a part cut at its limit
 COLUMNS = ("part", "left_s", "need_s", "limit_s", "took_s", "status", "modes", "dropped")
 
@@ -52,38 +63,69 @@ class Part:
     start_s: float = 10.0  # start-up: imports, data, tokenizer, the peer's warm-up
     mode_s: float = 3.0  # each mode's warm-up and timed rounds, besides its compilation
     compiles: float = 0.0  # compilations' worth of a part without modes (the CUDA tests)
+    warmed: tuple[str, ...] = ()  # modes the warm-up compiles into the cache (warm_part)
 
     def need(self, modes: tuple[str, ...], compile_s: float) -> float:
         per_mode = sum(self.mode_s + COMPILES[m] * compile_s for m in modes)
         return self.start_s + self.compiles * compile_s + per_mode
 
 
-def bench(name: str, recipe: str, modes: tuple[str, ...], *extra: str, **kw: float) -> Part:
+def bench(name: str, recipe: str, modes: tuple[str, ...], *extra: str, **kw: float | tuple) -> Part:
     """bench_train on `recipe` at 25k-token batches, bf16, its JSON in OUT/NAME.json."""
     argv = ("-m", "benchmarks.bench_train", "--recipes", recipe, "--precisions", "bf16")
     argv += ("--max-tokens", "25000", "--set=train.compile_cache={cache}", *extra)
     return Part(name, (*argv, "--json", f"{{out}}/{name}.json"), modes, **kw)
 
 
+def warm_part(part: Part, mode: str) -> Part:
+    """bench_train --compile-only with `part`'s own options (the same batches, shapes and
+    compilations), `mode` alone, untimed; its record in OUT/warm-PART-MODE.json."""
+    name = f"warm-{part.name}-{mode}"
+    argv = tuple(a.replace(f"/{part.name}.json", f"/{name}.json") for a in part.argv)
+    return Part(name, (*argv, "--compile-only", "--modes", mode), compiles=COMPILES[mode])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run: the warm-up (the timed parts' `warmed` modes, each a process, and `beside`)
+    started together, then the `timed` parts one at a time."""
+
+    timed: tuple[Part, ...]
+    beside: tuple[Part, ...] = ()
+
+    @property
+    def warm(self) -> tuple[Part, ...]:
+        compiling = tuple(warm_part(p, m) for p in self.timed for m in p.warmed)
+        return compiling + self.beside if compiling else ()
+
+
 QUICK_ROUNDS = ("--rounds", "2", "--steps-per-round", "3")
-# three compilations of a two-layer model: about one whole model's
+GRAPHS = ("graphs",)
+# three compilations of two-layer models, about one whole model's, and pytest's start-up
 TESTS = Part(
-    "tests", ("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda.py"), compiles=1.0
+    "tests",
+    ("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda.py"),
+    start_s=40,
+    compiles=1.0,
 )
-QUICK = (
-    bench("train-base", "base", ("eager", "graphs"), *QUICK_ROUNDS),
-    bench("train-v2", "v2_rope_rmsnorm", ("eager", "graphs"), *QUICK_ROUNDS),
-    bench("ops", "base", (), "--rounds", "0", "--count-ops", start_s=20),
-    # FlexAttention against SDPA: both compiled alike, timed against the same peer
-    bench("train-base-flex", "base", ("compiled", "flex"), *QUICK_ROUNDS, keep=2),
-    TESTS,
-    bench("train-v2-compiled", "v2_rope_rmsnorm", ("compiled",), *QUICK_ROUNDS),
-    bench("train-big", "big", ("eager", "graphs"), *QUICK_ROUNDS),
+QUICK = Plan(
+    timed=(
+        bench("train-base", "base", ("eager", *GRAPHS), *QUICK_ROUNDS, warmed=GRAPHS),
+        bench("train-v2", "v2_rope_rmsnorm", ("eager", *GRAPHS), *QUICK_ROUNDS, warmed=GRAPHS),
+        bench("ops", "base", (), "--rounds", "0", "--count-ops", start_s=20),
+        # FlexAttention against SDPA, both with CUDA graphs on the same seeded padded
+        # batches: the SDPA row is train-base's graphs row, so flex adds one compilation
+        bench("train-base-flex", "base", ("flex-graphs",), *QUICK_ROUNDS, warmed=("flex-graphs",)),
+        # not warmed up: each compiles cold if time is left
+        bench("train-v2-compiled", "v2_rope_rmsnorm", ("compiled",), *QUICK_ROUNDS),
+        bench("train-big", "big", ("eager", "graphs"), *QUICK_ROUNDS),
+    ),
+    beside=(TESTS,),  # the CUDA tests beside the warm-up: a check, not a figure
 )
 TRAIN = ("train.py", "--wandb", "disabled", "--set=train.compile_cache={cache}")
 DATA = "{data}"
 BEFORE = "data.max_tokens=4096,train.accumulate=6,data.max_shapes=0,data.max_tokens_per_sentence=64"
-FULL = (
+FULL_PARTS = (
     TESTS,
     Part(
         "quickstart",
@@ -118,6 +160,7 @@ FULL = (
         start_s=150,
     ),
 )
+FULL = Plan(FULL_PARTS)
 
 
 @dataclass
@@ -150,13 +193,14 @@ def parts(out: Path) -> list[Outcome]:
     return rows
 
 
-def decide(part: Part, left: float, compile_s: float) -> Outcome:
-    """`part` with `left` seconds left: the modes it runs with, or skipped (not yet run)."""
+def decide(part: Part, left: float, compile_s: float, cold_s: float = PRIOR_COMPILE_S) -> Outcome:
+    """`part` with `left` seconds left, each compilation estimated at `compile_s` (`cold_s`
+    or more when it misses the cache, for the limit): the modes it runs with, or skipped."""
     for n in range(len(part.modes), part.keep - 1, -1) if part.modes else [0]:
         modes = part.modes[:n]
         need = part.need(modes, compile_s)
         if need <= left:
-            cold = SLACK * part.need(modes, max(compile_s, PRIOR_COMPILE_S))
+            cold = SLACK * part.need(modes, max(compile_s, cold_s))
             limit = int(min(left, math.ceil(cold)))
             return Outcome(
                 part.name, int(left), math.ceil(need), limit, 0, "", modes, part.modes[n:]
@@ -185,82 +229,68 @@ def measured(part: Part, done: Outcome, found: list[dict]) -> list[float]:
     return seconds
 
 
-Execute = Callable[[Part, Outcome, list[str]], int]
+Job = tuple[Part, Outcome, list[str]]
+# runs jobs side by side, each under its limit: (exit status, seconds) of each
+Execute = Callable[[list[Job]], list[tuple[int, float]]]
 Command = Callable[[Part, tuple[str, ...]], list[str]]
 
 
+def _run(jobs: list[Job], execute: Execute) -> None:
+    """`jobs` started together; each one's status and seconds into its outcome, and a
+    line of parts.tsv for each."""
+    for part, done, argv in jobs:
+        print(f"== {part.name} (at most {done.limit_s} s): {' '.join(argv)}", flush=True)
+    for (_, done, _), (status, took) in zip(jobs, execute(jobs), strict=True):
+        done.status, done.took_s = str(status), round(took)
+
+
+def _write(out: Path, done: Outcome) -> None:
+    if done.status == "skipped":
+        print(f"== {done.part} skipped: {done.left_s} s left, it needs about {done.need_s}")
+    with open(out / "parts.tsv", "a") as f:
+        f.write(done.line())
+
+
+def warm_up(
+    warm: tuple[Part, ...], out: Path, left: float, execute: Execute, command: Command
+) -> list[Outcome]:
+    """The warm-up's parts side by side, each with a cold compilation CONTENTION times
+    slower than alone; those that do not fit in `left` skipped."""
+    decided = [decide(p, left, PRIOR_COMPILE_S * CONTENTION) for p in warm]
+    jobs = [(p, d, command(p, d.modes)) for p, d in zip(warm, decided, strict=True)]
+    _run([j for j in jobs if j[1].status != "skipped"], execute)
+    for done in decided:
+        _write(out, done)
+    return decided
+
+
 def run_plan(
-    plan: tuple[Part, ...],
+    plan: Plan,
     out: Path,
     budget: float,
     clock: Callable[[], float],
     execute: Execute,
     command: Command,
 ) -> list[Outcome]:
-    """Each part of `plan` in turn, decided with the time `clock` says is left (seconds
-    since gpu.sh began); `execute` runs one under its limit and returns its exit status.
-    Writes OUT/parts.tsv, a line as each part ends."""
-    seen: list[float] = []  # compile seconds measured in this run
-    outcomes = []
+    """The warm-up, then each timed part in turn, decided with the time `clock` says is
+    left (seconds since gpu.sh began). Writes OUT/parts.tsv, a line as each part ends."""
     (out / "parts.tsv").write_text("")
-    for part in plan:
-        started = clock()
-        done = decide(part, budget - started, max(seen, default=PRIOR_COMPILE_S))
-        if done.status == "skipped":
-            print(f"== {part.name} skipped: {done.left_s} s left, it needs about {done.need_s}")
-        else:
-            argv = command(part, done.modes)
-            print(f"== {part.name} (at most {done.limit_s} s): {' '.join(argv)}", flush=True)
-            done.status = str(execute(part, done, argv))
-            done.took_s = round(clock() - started)
+    warm = plan.warm
+    outcomes = warm_up(warm, out, budget - clock(), execute, command)
+    ended = {o.part: o.status for o in outcomes}
+    cold = [
+        s for w, o in zip(warm, outcomes, strict=True) for s in measured(w, o, rows(out, w.name))
+    ]
+    cold_s = max(cold, default=PRIOR_COMPILE_S)  # under CONTENTION: a bound, for limits
+    seen: list[float] = []  # compile seconds the timed parts measured
+    for part in plan.timed:
+        # its compilations come from the cache when the warm-up compiled each of them
+        cached = all(ended.get(warm_part(part, m).name) == "0" for m in part.modes if COMPILES[m])
+        estimate = max(seen, default=PRIOR_CACHED_S) if cached else max([*seen, cold_s])
+        done = decide(part, budget - clock(), estimate, cold_s)
+        if done.status != "skipped":
+            _run([(part, done, command(part, done.modes))], execute)
             seen += measured(part, done, rows(out, part.name))
-        with open(out / "parts.tsv", "a") as f:
-            f.write(done.line())
+        _write(out, done)
         outcomes.append(done)
     return outcomes
-
-
-def command_line(
-    part: Part, modes: tuple[str, ...], python: str, fill: dict[str, str]
-) -> list[str]:
-    """The part's command line: the interpreter, its arguments, --modes if it has modes."""
-    args = [a.format(**fill) for a in part.argv]
-    return [python, *args, *(["--modes", ",".join(modes)] if modes else [])]
-
-
-def timed(out: Path) -> Execute:
-    """Runs a part under timeout(1) (its whole process group: compile workers too), its
-    output in OUT/NAME.txt."""
-
-    def execute(part: Part, done: Outcome, argv: list[str]) -> int:
-        limit = ["timeout", "-k", str(KILL_AFTER_S), str(done.limit_s)]
-        with open(out / f"{part.name}.txt", "w") as log:
-            return subprocess.run([*limit, *argv], stdout=log, stderr=subprocess.STDOUT).returncode
-
-    return execute
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("out", type=Path)
-    p.add_argument("--python", required=True, help="the interpreter gpu.sh chose")
-    p.add_argument("--since", type=float, required=True, help="gpu.sh's start (epoch seconds)")
-    p.add_argument("--budget", type=float, required=True, help="seconds, set-up included")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--compile-cache", required=True)
-    p.add_argument("--data", default="../shared/data")
-    args = p.parse_args(argv)
-    fill = {"out": str(args.out), "cache": args.compile_cache, "data": args.data}
-    run_plan(
-        QUICK if args.quick else FULL,
-        args.out,
-        args.budget,
-        lambda: time.time() - args.since,
-        timed(args.out),
-        lambda part, modes: command_line(part, modes, args.python, fill),
-    )
-    sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main()

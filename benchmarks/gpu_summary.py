@@ -191,22 +191,35 @@ def _flex_pair_issues(pair: dict[str, dict | None]) -> list[str]:
     return why
 
 
+# each FlexAttention mode and the SDPA mode it is compared with: the same compile mode
+SDPA_PARTNER = {"flex": "compiled", "flex-graphs": "graphs"}
+
+
 def flex_against_sdpa(rows: list[dict], part_rows: list[dict]) -> list[str]:
-    """t2-flex over t2-compiled (SDPA), each as a ratio to its own run's peer; n/a,
-    with the reason, when either row is flagged or missing. Asked for by a flex row, or
-    by a part that was to measure flex (on base, gpu.sh's only flex part)."""
+    """Each flex row over its SDPA partner (SDPA_PARTNER: compiled alike), each as a ratio
+    to its own run's peer on the same seeded batches; n/a, with the reason, when either
+    row is flagged or missing. Asked for by a flex row, or by a part that was to measure
+    flex (on base, gpu.sh's only flex part)."""
     by = {(r["recipe"], r["precision"], r.get("engine")): r for r in rows if "ratio" in r}
-    wanted = sorted({(k[0], k[1]) for k in by if k[2] == "t2-flex"})
-    planned = [p for p in part_rows if "flex" in [*p["modes"], *p["dropped"]]]
+    wanted = sorted(
+        {(k[0], k[1], k[2][3:]) for k in by if k[2] in {f"t2-{f}" for f in SDPA_PARTNER}}
+    )
+    planned = [p for p in part_rows if set(SDPA_PARTNER) & {*p["modes"], *p["dropped"]}]
     if not wanted and planned:
-        wanted = [("base", "bf16")]
+        wanted = [
+            ("base", "bf16", m)
+            for m in SDPA_PARTNER
+            if m in {*planned[0]["modes"], *planned[0]["dropped"]}
+        ]
     lines = []
-    for recipe, precision in wanted:
-        label = f"| padded attention, {recipe} {precision}: flex / sdpa tokens/s (via the peer) |"
-        pair = {e: by.get((recipe, precision, f"t2-{e}")) for e in ("flex", "compiled")}
+    for recipe, precision, flex in wanted:
+        sdpa = SDPA_PARTNER[flex]
+        both = f"{flex} / sdpa{'' if flex == 'flex' else ' with CUDA graphs'}"
+        label = f"| padded attention, {recipe} {precision}: {both} tokens/s (via the peer) |"
+        pair = {e: by.get((recipe, precision, f"t2-{e}")) for e in (flex, sdpa)}
         why = _flex_pair_issues(pair)
         if not why:
-            lines.append(f"{label} {pair['flex']['ratio'] / pair['compiled']['ratio']:.2f}x |")
+            lines.append(f"{label} {pair[flex]['ratio'] / pair[sdpa]['ratio']:.2f}x |")
             continue
         why += [f"{p['part']}: {p['outcome']}" for p in planned]
         lines.append(f"{label} n/a, because {'; '.join(why)} |")

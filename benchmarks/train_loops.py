@@ -97,6 +97,8 @@ MODES = {
     "graphs": {"compile": True, "compile_mode": "graphs"},
     # FlexAttention for padded attention, against `compiled`'s SDPA (train.padded_attention)
     "flex": {"compile": True, "compile_mode": "default", "padded_attention": "flex"},
+    # the same with CUDA graphs, against `graphs`: gpu.sh --quick's pair, one compile more
+    "flex-graphs": {"compile": True, "compile_mode": "graphs", "padded_attention": "flex"},
 }
 
 

@@ -18,6 +18,10 @@ its JSON then), and the engine and its compiled code are released before the nex
 compiles. While a mode runs, benchmarks/graph_probe.py counts its CUDA-graph warm-ups,
 recordings and replays (in the timed rounds) and its skips with their reasons.
 
+--compile-only (compile_only): the same warm-up of each mode and nothing else, so that
+processes started side by side compile every mode's graphs into the shared compile cache
+before any timed run (benchmarks/gpu.sh --quick).
+
 Memory: what the CUDA allocator reserves at the end of a mode's rounds above what it
 held after the peer's warm-up (t2_reserved_mib; the peer's own: marian_reserved_mib), the
 figure a CUDA-graphs row gives instead of a peak that its replays never reach.
@@ -28,14 +32,16 @@ from __future__ import annotations
 import argparse
 import gc
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from benchmarks.gpu_summary import compiled_line
 from benchmarks.graph_probe import GraphCounts, GraphProbe
 from benchmarks.train_loops import MarianEngine, Rounds, T2Engine, gpu_step, loader, run_round
 from t2.config import Config
 from t2.progress import Progress
+from t2.recipes import load_config
 from t2.train.compiling import compiled_graphs
 
 
@@ -145,6 +151,23 @@ def _release() -> None:
         torch.cuda.empty_cache()
 
 
+def compile_only(
+    cfg: Config, ds, args: argparse.Namespace, precision: str, modes: list[str | None]
+) -> Iterator[dict]:  # noqa: ANN001
+    """Each of `modes` built and warmed up on the pre-drawn batches exactly as `compare`
+    warms it up (the same batches, shapes and compilations), untimed and with no peer:
+    gpu.sh's parallel warm-up, which fills the compile cache that the timed run loads."""
+    batches = predraw(ds, args)
+    for mode in modes:
+        with GraphProbe() as probe:
+            engine = T2Engine(cfg, ds, args, precision, batches=Cycle(batches), mode=mode)
+            warmup = _warm_up(engine, engine.batches, args, cfg)
+            figures = compiled_figures(engine, probe.counts(), probe.counts())
+        yield {"engine": engine.name, "warmup_s": warmup, "batches": len(batches), **figures}
+        del engine
+        _release()
+
+
 def compare(
     cfg: Config, ds, args: argparse.Namespace, precision: str, modes: list[str | None]
 ) -> Iterator[ModeRun]:  # noqa: ANN001
@@ -174,3 +197,20 @@ def compare(
         yield ModeRun(engine.name, ours, theirs, figures)
         del engine
         _release()
+
+
+def warm_only(args: argparse.Namespace, ds, vocab: int, save) -> list[dict]:  # noqa: ANN001
+    """bench_train --compile-only: each recipe, precision and mode warmed up (compile_only);
+    a record of each, every record so far given to `save` after each."""
+    records = []
+    modes = [None] if args.modes == "auto" else args.modes.split(",")
+    for recipe in args.recipes.split(","):
+        cfg = load_config(recipe, args.set)
+        cfg = replace(cfg, model=replace(cfg.model, vocab_size=vocab))
+        for precision in args.precisions.split(","):
+            for record in compile_only(cfg, ds, args, precision, modes):
+                records.append({"recipe": recipe, "precision": precision, **record})
+                said = compiled_line({**record, "t2_cuda_graphs": False})  # nothing timed
+                print(f"{recipe} {precision} {record['engine']}: {said}", flush=True)
+                save(records)
+    return records

@@ -91,7 +91,7 @@ def test_gpu_plan_runs_parts_under_their_limits_and_skips_what_does_not_fit(tmp_
     """A part runs under its limit, one that overruns is cut (exit 124), a failure does
     not stop the run, a part that does not fit in the time left is skipped and the next
     one still runs, and parts.tsv says so for each."""
-    plan = load("gpu_plan")
+    plan, run = load("gpu_plan"), load("gpu_run")
     quick = plan.Part("fits", ("-c", "print('hello')"), start_s=1)
     parts = (
         quick,
@@ -102,8 +102,8 @@ def test_gpu_plan_runs_parts_under_their_limits_and_skips_what_does_not_fit(tmp_
     )
     clock = [0.0, time.monotonic()]
     elapsed = lambda: time.monotonic() - clock[1]  # noqa: E731
-    command = lambda part, modes: plan.command_line(part, modes, sys.executable, {})  # noqa: E731
-    done = plan.run_plan(parts, tmp_path, 30, elapsed, plan.timed(tmp_path), command)
+    command = lambda part, modes: run.command_line(part, modes, sys.executable, {})  # noqa: E731
+    done = plan.run_plan(plan.Plan(parts), tmp_path, 30, elapsed, run.timed(tmp_path), command)
     assert [o.status for o in done] == ["0", "124", "1", "skipped", "0"]
     assert done[1].limit_s == 2 and done[1].took_s < 15
     assert (tmp_path / "fits.txt").read_text() == "hello\n"
@@ -113,46 +113,86 @@ def test_gpu_plan_runs_parts_under_their_limits_and_skips_what_does_not_fit(tmp_
     assert plan.parts(tmp_path) == done
 
 
-def replayed(tmp_path, **durations: float) -> tuple[set[str], list]:
+def replayed(tmp_path, cache_broken: bool = False, **durations: float) -> tuple[set[str], list]:
     replay = load("gpu_replay")
     d = replay.Durations(**durations)
-    outcomes = replay.replay(replay.QUICK, d, 355, tmp_path)
+    outcomes = replay.replay(replay.QUICK, d, 355, tmp_path, cache_broken)
     return replay.returned(outcomes, tmp_path), outcomes
 
 
-DECIDING = {"train-base:eager", "train-base:graphs", "train-v2:eager", "train-v2:graphs", "ops"}
+REQUIRED = {
+    "train-base:eager",
+    "train-base:graphs",
+    "train-v2:eager",
+    "train-v2:graphs",
+    "ops",
+    "train-base-flex:flex-graphs",  # against train-base:graphs, the same batches and mode
+    "tests",
+}
+ISSUE = {  # the issue's estimates, each alone on the machine
+    "low": {"setup_s": 15, "compile_s": 50, "tests_s": 60},
+    "middle": {"setup_s": 25, "compile_s": 70, "tests_s": 95},
+    "high": {"setup_s": 35, "compile_s": 90, "tests_s": 130},
+}
 
 
-def test_a_cold_quick_run_brings_back_the_figures_that_decide_within_six_minutes(tmp_path):
+def lost_by_name(out) -> set[str]:
+    """The modes and parts the summary says were lost, and that each is named n/a."""
+    summary = load("gpu_summary").summarize(out)
+    lost = "".join(line for line in summary["missing"] if "n/a, because" in line)
+    named = set()
+    for part in summary["parts"]:
+        for mode in [*part["dropped"], *([] if part["status"] == "0" else part["modes"])]:
+            assert f"t2-{mode} / peer tokens/s, {part['part']} |" in lost, (part, lost)
+            named.add(f"{part['part']}:{mode}")
+    return named
+
+
+@pytest.mark.parametrize("name", ISSUE)
+def test_a_cold_quick_run_brings_back_every_required_row_within_six_minutes(tmp_path, name):
     """gpu.sh --quick's plan replayed with the issue's durations (cold compilations of
-    50-90 s, set-up 15-35 s inside the clock, the CUDA tests 60-130 s): base and v2, eager
-    and graphs, and the operator counts always; at the low end FlexAttention against
-    SDPA and the CUDA tests too, which needs the plan to use the compile seconds it
-    measured (at the 90 s prior, flex would not fit); `compiled` alone is dropped."""
-    for name, durations in {
-        "low": {"setup_s": 15, "compile_s": 50, "tests_s": 60},
-        "middle": {"setup_s": 25, "compile_s": 70, "tests_s": 95},
-        "high": {"setup_s": 35, "compile_s": 90, "tests_s": 130},
-    }.items():
-        out = tmp_path / name
-        out.mkdir()
-        got, outcomes = replayed(out, **durations)
-        assert got >= DECIDING, (name, got)
-        assert durations["setup_s"] + sum(o.took_s for o in outcomes) <= 355, name
-        if name == "low":
-            assert {"train-base-flex:compiled", "train-base-flex:flex", "tests"} <= got
-            assert "train-v2-compiled:compiled" not in got
-        summary = load("gpu_summary").summarize(out)
-        lost = [line for line in summary["missing"] if "n/a, because" in line]
-        skipped = [p for p in summary["parts"] if p["status"] == "skipped"]
-        for part in skipped:  # a part skipped names the modes it lost, and each is n/a
-            assert all(
-                f"t2-{m} / peer tokens/s, {part['part']} |" in "".join(lost)
-                for m in part["dropped"]
-            )
-    (tmp_path / "warm").mkdir()
-    warm, _ = replayed(tmp_path / "warm", setup_s=15, compile_s=8, tests_s=30)
-    assert {"train-v2-compiled:compiled", "train-big:graphs"} <= warm  # a second run: all
+    50-90 s, set-up 15-35 s inside the clock, the CUDA tests 60-130 s), up to the top of
+    each range: the warm-up compiles the timed parts' modes side by side (each 1.3x
+    slower than alone) with the CUDA tests beside them, the timed parts load from the
+    cache, and every required row comes back, FlexAttention against SDPA included."""
+    got, outcomes = replayed(tmp_path, **ISSUE[name])
+    assert got >= REQUIRED, (name, REQUIRED - got)
+    warm = [o for o in outcomes if o.part.startswith("warm-") or o.part == "tests"]
+    timed = [o for o in outcomes if o not in warm]
+    spent = max(o.took_s for o in warm) + sum(o.took_s for o in timed)  # side by side
+    assert ISSUE[name]["setup_s"] + spent <= 355, name
+    lost_by_name(tmp_path)
+
+
+def test_a_broken_cache_costs_the_rows_it_cannot_fit_and_names_them(tmp_path):
+    """The warm-up ends well but the timed parts miss the cache and compile cold again:
+    the plan sees the first part's compile seconds, drops and skips what no longer fits,
+    and the summary names each loss; the first part's rows still come back."""
+    got, _ = replayed(tmp_path, cache_broken=True, **ISSUE["high"])
+    assert {"train-base:eager", "train-base:graphs", "tests"} <= got
+    assert not got >= REQUIRED
+    named = lost_by_name(tmp_path)
+    assert REQUIRED - got <= named | {"ops"}, (REQUIRED - got, named)
+    assert {"train-v2:graphs", "train-base-flex:flex-graphs"} <= named
+
+
+def test_the_warm_up_runs_every_warmed_mode_with_its_parts_own_options():
+    """Each warm-up process is its timed part's command line with --compile-only and the
+    one mode (the same batches, shapes and cache), its JSON under its own name."""
+    plan = load("gpu_plan")
+    warm = {w.name: w for w in plan.QUICK.warm}
+    assert set(warm) == {
+        "warm-train-base-graphs",
+        "warm-train-v2-graphs",
+        "warm-train-base-flex-flex-graphs",
+        "tests",
+    }
+    for part in plan.QUICK.timed:
+        for mode in part.warmed:
+            argv = warm[f"warm-{part.name}-{mode}"].argv
+            same = [a.replace(f"warm-{part.name}-{mode}", part.name) for a in argv]
+            assert same == [*part.argv, "--compile-only", "--modes", mode]
+            assert mode in part.modes
 
 
 def test_prepare_carries_only_the_pinned_wheels_the_gpu_image_lacks(tmp_path):
@@ -290,6 +330,16 @@ def test_flex_against_sdpa_is_a_ratio_only_when_both_rows_are_clean_and_present(
     (line,) = summary.flex_against_sdpa([sdpa], planned)  # the flex part dropped its mode
     assert "n/a, because the flex row is missing; train-base-flex: done in 80 s; dropped" in line
     assert summary.flex_against_sdpa([sdpa], []) == []  # no flex asked for, none said
+    # gpu.sh --quick's pair: flex with CUDA graphs over train-base's graphs row
+    with_graphs = {**flex, "engine": "t2-flex-graphs", "t2_cuda_graphs": True, "ratio": 1.05}
+    assert summary.flex_against_sdpa([graphs, with_graphs], []) == [
+        "| padded attention, base bf16: flex-graphs / sdpa with CUDA graphs tokens/s (via the "
+        "peer) | 0.50x |"
+    ]
+    planned = [{"part": "train-base-flex", "modes": [], "dropped": ["flex-graphs"]}]
+    planned[0]["outcome"] = "skipped: 12 s left, it needed about 103; lost flex-graphs"
+    (line,) = summary.flex_against_sdpa([graphs], planned)
+    assert "n/a, because the flex-graphs row is missing; train-base-flex: skipped" in line
 
 
 def test_graphs_rows_report_reserved_memory_not_a_peak_the_replays_miss():

@@ -101,7 +101,8 @@ def _two_shapes_of_micro_batches() -> list[dict[str, torch.Tensor]]:
 
 
 @pytest.mark.parametrize(
-    ("mode", "padded_attention"), [("default", "sdpa"), ("graphs", "sdpa"), ("default", "flex")]
+    ("mode", "padded_attention"),
+    [("default", "sdpa"), ("graphs", "sdpa"), ("default", "flex"), ("graphs", "flex")],
 )
 def test_the_compiled_training_pass_gives_the_eager_loss_and_gradients(mode, padded_attention):
     """train.compile on CUDA (inductor; graphs: CUDA graphs too; flex: padded attention on
