@@ -167,3 +167,42 @@ def test_a_signal_during_the_exchange_is_kept_for_the_next(monkeypatch):
     assert not preempt.requested(1, final=False)  # every process voted none
     clock.now += 2.0
     assert preempt.requested(2, final=False) and preempt.received == signal.SIGTERM
+
+
+def _torchrun_argv(monkeypatch, argv: list[str]) -> list[str]:
+    """The arguments `python -m t2.torchrun ARGV` hands torchrun (torchrun stubbed)."""
+    import torch.distributed.run
+
+    from t2 import torchrun
+
+    given: list[list[str]] = []
+    monkeypatch.setattr(torch.distributed.run, "main", given.append)
+    torchrun.main(argv)
+    return given[0]
+
+
+def test_t2_torchrun_makes_torchrun_handle_sigusr1(monkeypatch):
+    """SLURM's --signal=USR1@SECONDS reaches torchrun: torch's torchrun handles SIGTERM,
+    SIGINT, SIGHUP and SIGQUIT only, so SIGUSR1 killed it (-10) and its workers, in sessions
+    of their own, trained on with no checkpoint. A user's own --signals-to-handle is kept."""
+    script = ["--nproc-per-node", "2", "train.py", "--recipe", "base"]
+    argv = _torchrun_argv(monkeypatch, script)
+    assert argv == ["--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", *script]
+    for own in (["--signals-to-handle", "SIGTERM"], ["--signals_to_handle=SIGTERM"]):
+        assert _torchrun_argv(monkeypatch, [*own, *script]) == [*own, *script]
+    # a script's own argument of that name is the script's
+    tail = ["train.py", "--signals-to-handle", "x"]
+    assert _torchrun_argv(monkeypatch, tail)[:2] == [
+        "--signals-to-handle",
+        "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
+    ]
+
+
+def test_t2_torchrun_says_so_where_torchrun_cannot_handle_sigusr1(monkeypatch, capsys):
+    import argparse
+
+    import torch.distributed.run
+
+    monkeypatch.setattr(torch.distributed.run, "get_args_parser", argparse.ArgumentParser)
+    assert _torchrun_argv(monkeypatch, ["train.py"]) == ["train.py"]
+    assert capsys.readouterr().err.count("\n") == 1
