@@ -206,3 +206,51 @@ def test_t2_torchrun_says_so_where_torchrun_cannot_handle_sigusr1(monkeypatch, c
     monkeypatch.setattr(torch.distributed.run, "get_args_parser", argparse.ArgumentParser)
     assert _torchrun_argv(monkeypatch, ["train.py"]) == ["train.py"]
     assert capsys.readouterr().err.count("\n") == 1
+
+
+GLOO_LOST = (
+    "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed "
+    "by peer [127.0.0.1]:30116. This is typically caused by a remote worker crashing."
+)
+
+
+def test_a_signal_during_the_final_evaluation_is_said_by_the_main_process_only(tmp_path):
+    """The whole job signalled while the main process scores the test split: every process
+    stops with the same line, shown by the main process only. Before: both printed it."""
+    import os
+
+    from t2.errors import PreemptedError
+    from t2.train.preempt import ends_at_once
+
+    for main in (True, False):
+        evaluation = ends_at_once("the final evaluation", tmp_path / "best", tmp_path, main, None)
+        with pytest.raises(PreemptedError) as stop, evaluation:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0)  # a bytecode boundary: the handler has run
+        assert stop.value.exit_status == STOPPED and stop.value.shown is main
+        assert str(stop.value).startswith("SIGTERM during the final evaluation: checkpoint")
+
+
+def test_a_process_gone_during_the_final_evaluation_is_one_line(tmp_path):
+    """Process 0 signalled while process 1 waits for it to finish scoring: process 1's wait
+    fails (gloo: Connection closed by peer); one line, not a 14-line traceback. An error in
+    the scoring itself stays what it is."""
+    from t2.errors import LostProcessError
+    from t2.train.preempt import ends_at_once
+
+    def wait() -> None:
+        raise RuntimeError(GLOO_LOST)
+
+    with (
+        pytest.raises(LostProcessError) as lost,
+        ends_at_once("the final evaluation", tmp_path / "best", tmp_path, False, wait),
+    ):
+        pass
+    line = str(lost.value)
+    assert "\n" not in line and "another process is gone during the final evaluation" in line
+    assert "Connection closed by peer" in line and f"t2 evaluate --checkpoint {tmp_path}" in line
+    with (
+        pytest.raises(RuntimeError, match="scoring"),
+        ends_at_once("the final evaluation", tmp_path / "best", tmp_path, True, wait),
+    ):
+        raise RuntimeError("scoring")

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from t2.errors import PreemptedError
+from t2.errors import LostProcessError, PreemptedError
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
@@ -135,23 +135,51 @@ def later_scoring(run: Path) -> str:
 
 
 @contextlib.contextmanager
-def ends_at_once(what: str, saved: str, run: Path, main: bool) -> Iterator[None]:
+def ends_at_once(
+    what: str, saved: Path, run: Path, main: bool, wait: Callable[[], None] | None
+) -> Iterator[None]:
     """SIGNALS during `what` (the final evaluation, which has no step boundary to wait for)
-    end it where it is, in one line naming the `saved` checkpoint and how to score it."""
+    end it where it is, in one line (said by the `main` process) naming the `saved`
+    checkpoint and how to score it. `wait` (for every process) ends the block: another
+    process gone meanwhile (signalled alone, or killed) is one line too."""
+    then = f"{later_scoring(run)}, or --resume to score it again"
 
     def stop(signum: int, frame: Any) -> None:
         raise PreemptedError(
             f"{signal.Signals(signum).name} during {what}: checkpoint {saved} is saved"
-            f"{requeue(signum, main)}; {later_scoring(run)}, or --resume to score it again",
+            f"{requeue(signum, main)}; {then}",
             signum,
+            shown=main,
         )
 
     before = _handle(stop)
     try:
         yield
+        if wait is not None:
+            try:
+                wait()
+            except RuntimeError as err:
+                if isinstance(err, torch.OutOfMemoryError):
+                    raise
+                raise LostProcessError(
+                    f"another process is gone during {what} ({first_words(err)}): "
+                    f"checkpoint {saved} is saved; {then}"
+                ) from None
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def first_words(err: BaseException, most: int = 160) -> str:
+    """An error's first line, for a line of ours: its first sentence, or its first `most`
+    characters cut at a word and marked so."""
+    line = (str(err).strip().splitlines() or [type(err).__name__])[0].strip()
+    end = line.find(". ")
+    if 0 < end < most:
+        return line[:end]
+    if len(line) <= most:
+        return line.rstrip(".")
+    return line[:most].rsplit(" ", 1)[0].rstrip(" .,;:") + " …"
 
 
 def _handle(handler: Any) -> dict[int, Any]:
