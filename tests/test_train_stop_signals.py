@@ -254,3 +254,74 @@ def test_a_process_gone_during_the_final_evaluation_is_one_line(tmp_path):
         ends_at_once("the final evaluation", tmp_path / "best", tmp_path, True, wait),
     ):
         raise RuntimeError("scoring")
+
+
+def test_a_signal_before_the_first_step_ends_the_run_in_one_line():
+    """SIGTERM during the set-up (the data's preparation, before step 1): nothing to save,
+    exit 143 in one line, said by the main process. Before: the process died of it (-15),
+    silent, and the other process of the job ended in gloo's traceback."""
+    import os
+
+    from t2.errors import PreemptedError
+    from t2.train.preempt import BeforeTraining
+
+    for main in (True, False):
+        setup = BeforeTraining()
+        setup.rank = 0 if main else 1
+        with pytest.raises(PreemptedError) as stop, setup:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0)
+        assert str(stop.value) == "SIGTERM before the first step: nothing to save; start again"
+        assert stop.value.exit_status == STOPPED and stop.value.shown is main
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
+
+
+def test_a_process_lost_in_a_collective_during_set_up_is_one_line():
+    """Process 0 gone while process 1 waits in a barrier of the set-up: one line naming it
+    and what to do. An error of the set-up itself (not in a collective) stays what it is."""
+    import torch.distributed
+
+    from t2.errors import LostProcessError
+    from t2.train.preempt import BeforeTraining
+
+    def barrier() -> None:  # raises as gloo's does, from inside torch.distributed
+        raise RuntimeError(GLOO_LOST)
+
+    barrier.__code__ = barrier.__code__.replace(co_filename=torch.distributed.__file__)
+    setup = BeforeTraining()
+    setup.rank, setup.processes = 1, 2  # the process group's, where it is made
+    with pytest.raises(LostProcessError) as lost, setup:
+        barrier()
+    line = str(lost.value)
+    assert "\n" not in line and line.startswith("process 1: process 0 is gone before the first")
+    assert "Connection closed by peer [127.0.0.1]:30116" in line and "start the job" in line
+    with pytest.raises(RuntimeError, match="a bug"), setup:
+        raise RuntimeError("a bug")
+
+
+def test_a_signal_then_a_lost_process_names_the_reason_whole_and_both_ways_on(monkeypatch):
+    """_unsaved's reason: gloo's first sentence, not its first 160 characters cut in a word;
+    the advice holds under torchrun's elastic restarts too. Before: `... Connection closed
+    by peer [127.0.0.1]:30116. This is typically caused by a remote wo` and `restart it`."""
+    from t2.errors import PreemptedError
+
+    for latest in (None, "RUN/checkpoints/step-0000003"):
+        preempt, _, _ = _two_processes(monkeypatch, 0.1)
+        preempt.latest, preempt.step = (lambda latest=latest: latest), 4
+        preempt._note(signal.SIGTERM, None)
+        with pytest.raises(PreemptedError) as stop:
+            preempt._unsaved(RuntimeError(GLOO_LOST + " Check the logs of the remote worker."))
+        line = str(stop.value)
+        assert "Connection closed by peer [127.0.0.1]:30116)" in line, line
+        assert line.endswith(
+            "continue with --resume; under torchrun --max-restarts it restarts by itself"
+        ), line
+        assert (latest is None) is ("no checkpoint yet" in line), line
+
+
+def test_first_words_cuts_at_a_sentence_or_a_word():
+    from t2.train.preempt import first_words
+
+    assert first_words(RuntimeError("one. two")) == "one"
+    assert first_words(RuntimeError("x" * 10 + " " + "y" * 200)) == "x" * 10 + " …"
+    assert first_words(RuntimeError("short\nmore")) == "short"

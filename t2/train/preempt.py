@@ -120,14 +120,68 @@ class Preemption:
         """A signal, then an error before the processes agreed: another process is gone
         (torchrun stopping the survivors of a failed one, a scheduler ending the job)."""
         assert self.received is not None
-        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
         latest = self.latest()
-        then = f"{latest} is the latest: continue with --resume" if latest else "restart it"
+        then = f"{latest} is the latest" if latest else "no checkpoint yet"
+        then += ": continue with --resume; under torchrun --max-restarts it restarts by itself"
         raise PreemptedError(
             f"{signal.Signals(self.received).name} after step {self.step}, and no checkpoint "
-            f"of it: another process is gone ({reason}); {then}",
+            f"of it: another process is gone ({first_words(err)}); {then}",
             self.received,
         ) from None
+
+
+class BeforeTraining:
+    """From the start of a run to its first step (the process group, the data's
+    preparation, a checkpoint's restore): SIGNALS end it at once in one line, said by the
+    main process, as there is nothing to save; with several processes, a collective that
+    finds another process gone is one line naming it. Which process this is: the process
+    group's rank once it is made, the launcher's RANK or SLURM_PROCID before."""
+
+    def __init__(self) -> None:
+        rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+        self.rank, self.processes = (int(rank) if rank.isdigit() else 0), 1
+        self.before: dict[int, Any] = {}
+
+    def _who(self) -> tuple[int, int]:
+        """This process's rank and the number of processes."""
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return self.rank, self.processes
+
+    def __enter__(self) -> BeforeTraining:
+        self.before = _handle(self._stop)
+        return self
+
+    def _stop(self, signum: int, frame: Any) -> None:
+        raise PreemptedError(
+            f"{signal.Signals(signum).name} before the first step: nothing to save; start again",
+            signum,
+            shown=self._who()[0] == 0,
+        )
+
+    def __exit__(
+        self, kind: type | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for sig, handler in self.before.items():
+            signal.signal(sig, handler)
+        rank, processes = self._who()
+        if processes == 1 or not isinstance(err, RuntimeError) or tb is None:
+            return
+        if isinstance(err, torch.OutOfMemoryError) or not _in_torch_distributed(tb):
+            return
+        lost = f"process {1 - rank}" if processes == 2 else "another process"
+        raise LostProcessError(
+            f"process {rank}: {lost} is gone before the first step ({first_words(err)}): "
+            "start the job again, every process (--resume where it resumed)"
+        ) from None
+
+
+def _in_torch_distributed(tb: TracebackType) -> bool:
+    """Whether the error was raised in torch.distributed (a collective), not by t2."""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    folder = Path(torch.distributed.__file__).parent
+    return Path(tb.tb_frame.f_code.co_filename).is_relative_to(folder)
 
 
 def later_scoring(run: Path) -> str:
