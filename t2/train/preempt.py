@@ -8,7 +8,8 @@ it is in. Several processes agree every few steps (CHECK_S, MOST_STEPS) and at t
 step, by an all-reduce of the signal on a gloo group of their own: a host-side exchange
 that never waits for the GPU. They all save the same step; the main process says so in one
 line. During the final evaluation a signal ends it at once, naming the checkpoint to score
-later. Under SLURM, SIGUSR1 also requeues the job (`scontrol requeue`, by the main
+later; before the first step, at once with nothing to save (BeforeTraining). Another
+process gone meanwhile is one line too. Under SLURM, SIGUSR1 also requeues the job (`scontrol requeue`, by the main
 process), and `--resume` continues it as if it had never stopped."""
 
 from __future__ import annotations
