@@ -9,8 +9,9 @@ step, by an all-reduce of the signal on a gloo group of their own: a host-side e
 that never waits for the GPU. They all save the same step; the main process says so in one
 line. During the final evaluation a signal ends it at once, naming the checkpoint to score
 later; before the first step, at once with nothing to save (BeforeTraining). Another
-process gone meanwhile is one line too. Under SLURM, SIGUSR1 also requeues the job (`scontrol requeue`, by the main
-process), and `--resume` continues it as if it had never stopped."""
+process gone meanwhile is one line too. Under SLURM, SIGUSR1 also requeues the job
+(`scontrol requeue`, by the main process), and `--resume` continues it as if it had never
+stopped."""
 
 from __future__ import annotations
 
