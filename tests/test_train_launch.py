@@ -214,10 +214,10 @@ def test_a_restarted_worker_resumes_from_the_latest_checkpoint():
 
 SBATCH = Path(__file__).resolve().parent.parent / "examples" / "slurm" / "train.sbatch"
 # stand-ins: srun records each call (SRUN_CPUS_PER_TASK, then its arguments) and runs the
-# command it is given, torchrun aside; scontrol lists the job's nodes
+# command it is given, t2's torchrun aside; scontrol lists the job's nodes
 SRUN_STUB = r"""#!/bin/sh
 { printf 'SRUN_CPUS_PER_TASK=%s\n' "${SRUN_CPUS_PER_TASK-}"; printf '%s\n' "$@" --; } >> LOG
-case " $* " in *" torchrun "*) exit 0 ;; esac
+case " $* " in *" -m t2.torchrun "*) exit 0 ;; esac
 while [ "${1#-}" != "$1" ]; do shift; done
 exec "$@"
 """
@@ -264,11 +264,12 @@ def run_sbatch(
 
 
 def torchrun_args(calls: list[list[str]]) -> Any:
-    """The torchrun that the last srun call starts, parsed by torch's own parser."""
+    """The torchrun that the last srun call starts, parsed by torch's own parser: t2's
+    (`python3 -m t2.torchrun`), which ends quietly where the workers saved and said why."""
     from torch.distributed.run import get_args_parser
 
-    assert calls[-1][1:3] == ["--kill-on-bad-exit=1", "torchrun"]
-    return get_args_parser().parse_args(calls[-1][3:])
+    assert calls[-1][1:5] == ["--kill-on-bad-exit=1", "python3", "-m", "t2.torchrun"]
+    return get_args_parser().parse_args(calls[-1][5:])
 
 
 def test_the_sbatch_script_runs_one_torchrun_per_node_with_a_rendezvous_at_the_first(tmp_path):

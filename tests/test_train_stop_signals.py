@@ -167,3 +167,161 @@ def test_a_signal_during_the_exchange_is_kept_for_the_next(monkeypatch):
     assert not preempt.requested(1, final=False)  # every process voted none
     clock.now += 2.0
     assert preempt.requested(2, final=False) and preempt.received == signal.SIGTERM
+
+
+def _torchrun_argv(monkeypatch, argv: list[str]) -> list[str]:
+    """The arguments `python -m t2.torchrun ARGV` hands torchrun (torchrun stubbed)."""
+    import torch.distributed.run
+
+    from t2 import torchrun
+
+    given: list[list[str]] = []
+    monkeypatch.setattr(torch.distributed.run, "main", given.append)
+    torchrun.main(argv)
+    return given[0]
+
+
+def test_t2_torchrun_makes_torchrun_handle_sigusr1(monkeypatch):
+    """SLURM's --signal=USR1@SECONDS reaches torchrun: torch's torchrun handles SIGTERM,
+    SIGINT, SIGHUP and SIGQUIT only, so SIGUSR1 killed it (-10) and its workers, in sessions
+    of their own, trained on with no checkpoint. A user's own --signals-to-handle is kept."""
+    script = ["--nproc-per-node", "2", "train.py", "--recipe", "base"]
+    argv = _torchrun_argv(monkeypatch, script)
+    assert argv == ["--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", *script]
+    for own in (["--signals-to-handle", "SIGTERM"], ["--signals_to_handle=SIGTERM"]):
+        assert _torchrun_argv(monkeypatch, [*own, *script]) == [*own, *script]
+    # a script's own argument of that name is the script's
+    tail = ["train.py", "--signals-to-handle", "x"]
+    assert _torchrun_argv(monkeypatch, tail)[:2] == [
+        "--signals-to-handle",
+        "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
+    ]
+
+
+def test_t2_torchrun_says_so_where_torchrun_cannot_handle_sigusr1(monkeypatch, capsys):
+    import argparse
+
+    import torch.distributed.run
+
+    monkeypatch.setattr(torch.distributed.run, "get_args_parser", argparse.ArgumentParser)
+    assert _torchrun_argv(monkeypatch, ["train.py"]) == ["train.py"]
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+GLOO_LOST = (
+    "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed "
+    "by peer [127.0.0.1]:30116. This is typically caused by a remote worker crashing."
+)
+
+
+def test_a_signal_during_the_final_evaluation_is_said_by_the_main_process_only(tmp_path):
+    """The whole job signalled while the main process scores the test split: every process
+    stops with the same line, shown by the main process only. Before: both printed it."""
+    import os
+
+    from t2.errors import PreemptedError
+    from t2.train.preempt import ends_at_once
+
+    for main in (True, False):
+        evaluation = ends_at_once("the final evaluation", tmp_path / "best", tmp_path, main, None)
+        with pytest.raises(PreemptedError) as stop, evaluation:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0)  # a bytecode boundary: the handler has run
+        assert stop.value.exit_status == STOPPED and stop.value.shown is main
+        assert str(stop.value).startswith("SIGTERM during the final evaluation: checkpoint")
+
+
+def test_a_process_gone_during_the_final_evaluation_is_one_line(tmp_path):
+    """Process 0 signalled while process 1 waits for it to finish scoring: process 1's wait
+    fails (gloo: Connection closed by peer); one line, not a 14-line traceback. An error in
+    the scoring itself stays what it is."""
+    from t2.errors import LostProcessError
+    from t2.train.preempt import ends_at_once
+
+    def wait() -> None:
+        raise RuntimeError(GLOO_LOST)
+
+    with (
+        pytest.raises(LostProcessError) as lost,
+        ends_at_once("the final evaluation", tmp_path / "best", tmp_path, False, wait),
+    ):
+        pass
+    line = str(lost.value)
+    assert "\n" not in line and "another process is gone during the final evaluation" in line
+    assert "Connection closed by peer" in line and f"t2 evaluate --checkpoint {tmp_path}" in line
+    with (
+        pytest.raises(RuntimeError, match="scoring"),
+        ends_at_once("the final evaluation", tmp_path / "best", tmp_path, True, wait),
+    ):
+        raise RuntimeError("scoring")
+
+
+def test_a_signal_before_the_first_step_ends_the_run_in_one_line():
+    """SIGTERM during the set-up (the data's preparation, before step 1): nothing to save,
+    exit 143 in one line, said by the main process. Before: the process died of it (-15),
+    silent, and the other process of the job ended in gloo's traceback."""
+    import os
+
+    from t2.errors import PreemptedError
+    from t2.train.preempt import BeforeTraining
+
+    for main in (True, False):
+        setup = BeforeTraining()
+        setup.rank = 0 if main else 1
+        with pytest.raises(PreemptedError) as stop, setup:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0)
+        assert str(stop.value) == "SIGTERM before the first step: nothing to save; start again"
+        assert stop.value.exit_status == STOPPED and stop.value.shown is main
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
+
+
+def test_a_process_lost_in_a_collective_during_set_up_is_one_line():
+    """Process 0 gone while process 1 waits in a barrier of the set-up: one line naming it
+    and what to do. An error of the set-up itself (not in a collective) stays what it is."""
+    import torch.distributed
+
+    from t2.errors import LostProcessError
+    from t2.train.preempt import BeforeTraining
+
+    def barrier() -> None:  # raises as gloo's does, from inside torch.distributed
+        raise RuntimeError(GLOO_LOST)
+
+    barrier.__code__ = barrier.__code__.replace(co_filename=torch.distributed.__file__)
+    setup = BeforeTraining()
+    setup.rank, setup.processes = 1, 2  # the process group's, where it is made
+    with pytest.raises(LostProcessError) as lost, setup:
+        barrier()
+    line = str(lost.value)
+    assert "\n" not in line and line.startswith("process 1: process 0 is gone before the first")
+    assert "Connection closed by peer [127.0.0.1]:30116" in line and "start the job" in line
+    with pytest.raises(RuntimeError, match="a bug"), setup:
+        raise RuntimeError("a bug")
+
+
+def test_a_signal_then_a_lost_process_names_the_reason_whole_and_both_ways_on(monkeypatch):
+    """_unsaved's reason: gloo's first sentence, not its first 160 characters cut in a word;
+    the advice holds under torchrun's elastic restarts too. Before: `... Connection closed
+    by peer [127.0.0.1]:30116. This is typically caused by a remote wo` and `restart it`."""
+    from t2.errors import PreemptedError
+
+    for latest in (None, "RUN/checkpoints/step-0000003"):
+        preempt, _, _ = _two_processes(monkeypatch, 0.1)
+        preempt.latest, preempt.step = (lambda latest=latest: latest), 4
+        preempt._note(signal.SIGTERM, None)
+        with pytest.raises(PreemptedError) as stop:
+            preempt._unsaved(RuntimeError(GLOO_LOST + " Check the logs of the remote worker."))
+        line = str(stop.value)
+        assert "Connection closed by peer [127.0.0.1]:30116)" in line, line
+        assert line.endswith(
+            "continue with --resume; under torchrun --max-restarts it restarts by itself"
+        ), line
+        assert (latest is None) is ("no checkpoint yet" in line), line
+
+
+def test_first_words_cuts_at_a_sentence_or_a_word():
+    from t2.train.preempt import first_words
+
+    assert first_words(RuntimeError("one. two")) == "one"
+    assert first_words(RuntimeError("x" * 10 + " " + "y" * 200)) == "x" * 10 + " …"
+    assert first_words(RuntimeError("short\nmore")) == "short"

@@ -23,7 +23,7 @@ from t2.train.compiling import compiled_graphs
 from t2.train.launch import elastic_restart, resume_after_restart
 from t2.train.memory import out_of_memory
 from t2.train.nodes import common_checkpoint
-from t2.train.preempt import Preemption
+from t2.train.preempt import BeforeTraining, Preemption
 from t2.train.setup import Training, build_run, split_loader
 from t2.train.step import StepStats, train_step
 from t2.train.tracking import MetricsLog, init_wandb
@@ -65,26 +65,28 @@ def train(
     `resume`: True or "latest", a step or a checkpoint path (t2.rundir.resume)."""
     restarts = elastic_restart()  # torchrun restarted the workers: they go on by themselves
     resume = resume_after_restart(resume, restarts)
-    run = build_run(cfg, recipe, Path(run_dir), bool(resume), wandb)
-    acc, cfg, model = run.accelerator, run.cfg, run.model
-    ckpt = start_from(run, resume, restarts)
-    state = restore(run, ckpt) if ckpt else {}
-    step, best = state.get("step", 0), state.get("best")
-    batches = Batches(run.loader)  # its loader has an RNG of its own (make_loader)
-    if state:
-        set_rng_state(state["rng"])
-    writes = run.storage.run.writes  # the main process, or one a node (t2.train.nodes)
-    log = MetricsLog(run.run_dir.metrics, step if ckpt else None) if writes else None
-    if acc.is_main_process:
-        init_wandb(acc, cfg, recipe, run.run_dir.path, wandb)
-    bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
-    stats = StepStats.restored(state.get("stats"), acc.device, bad_run)
-    pad = run.tokenizer.pad_token_id
-    smoothing, clip = cfg.train.label_smoothing, cfg.train.clip_norm
-    budget, t0 = budget_for(run, state, step), time.perf_counter()  # counters go on from state
-    bar = progress_bar(cfg.train.max_steps, step, acc.is_main_process)
-    model.train()
-    stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
+    # a signal before the first step: one line; a process lost meanwhile: one line
+    with BeforeTraining():
+        run = build_run(cfg, recipe, Path(run_dir), bool(resume), wandb)
+        acc, cfg, model = run.accelerator, run.cfg, run.model
+        ckpt = start_from(run, resume, restarts)
+        state = restore(run, ckpt) if ckpt else {}
+        step, best = state.get("step", 0), state.get("best")
+        batches = Batches(run.loader)  # its loader has an RNG of its own (make_loader)
+        if state:
+            set_rng_state(state["rng"])
+        writes = run.storage.run.writes  # the main process, or one a node (t2.train.nodes)
+        log = MetricsLog(run.run_dir.metrics, step if ckpt else None) if writes else None
+        if acc.is_main_process:
+            init_wandb(acc, cfg, recipe, run.run_dir.path, wandb)
+        bad_run = torch.tensor(float(state.get("bad_run", 0)), device=acc.device)
+        stats = StepStats.restored(state.get("stats"), acc.device, bad_run)
+        pad = run.tokenizer.pad_token_id
+        smoothing, clip = cfg.train.label_smoothing, cfg.train.clip_norm
+        budget, t0 = budget_for(run, state, step), time.perf_counter()  # counters go on from state
+        bar = progress_bar(cfg.train.max_steps, step, acc.is_main_process)
+        model.train()
+        stopped_by = budget.stop_reason(step)  # a resumed run may have spent its budget already
     timeout, latest = cfg.train.collective_timeout, run.run_dir.latest
     lost, preempt = LostProcess(acc, timeout, latest), Preemption(acc, timeout, latest)
     with batches, preempt, lost:  # SIGTERM, SIGUSR1: a checkpoint, then stop

@@ -8,8 +8,10 @@ it is in. Several processes agree every few steps (CHECK_S, MOST_STEPS) and at t
 step, by an all-reduce of the signal on a gloo group of their own: a host-side exchange
 that never waits for the GPU. They all save the same step; the main process says so in one
 line. During the final evaluation a signal ends it at once, naming the checkpoint to score
-later. Under SLURM, SIGUSR1 also requeues the job (`scontrol requeue`, by the main
-process), and `--resume` continues it as if it had never stopped."""
+later; before the first step, at once with nothing to save (BeforeTraining). Another
+process gone meanwhile is one line too. Under SLURM, SIGUSR1 also requeues the job
+(`scontrol requeue`, by the main process), and `--resume` continues it as if it had never
+stopped."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from typing import Any
 
 import torch
 
-from t2.errors import PreemptedError
+from t2.errors import LostProcessError, PreemptedError
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
@@ -120,14 +122,68 @@ class Preemption:
         """A signal, then an error before the processes agreed: another process is gone
         (torchrun stopping the survivors of a failed one, a scheduler ending the job)."""
         assert self.received is not None
-        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
         latest = self.latest()
-        then = f"{latest} is the latest: continue with --resume" if latest else "restart it"
+        then = f"{latest} is the latest" if latest else "no checkpoint yet"
+        then += ": continue with --resume; under torchrun --max-restarts it restarts by itself"
         raise PreemptedError(
             f"{signal.Signals(self.received).name} after step {self.step}, and no checkpoint "
-            f"of it: another process is gone ({reason}); {then}",
+            f"of it: another process is gone ({first_words(err)}); {then}",
             self.received,
         ) from None
+
+
+class BeforeTraining:
+    """From the start of a run to its first step (the process group, the data's
+    preparation, a checkpoint's restore): SIGNALS end it at once in one line, said by the
+    main process, as there is nothing to save; with several processes, a collective that
+    finds another process gone is one line naming it. Which process this is: the process
+    group's rank once it is made, the launcher's RANK or SLURM_PROCID before."""
+
+    def __init__(self) -> None:
+        rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+        self.rank, self.processes = (int(rank) if rank.isdigit() else 0), 1
+        self.before: dict[int, Any] = {}
+
+    def _who(self) -> tuple[int, int]:
+        """This process's rank and the number of processes."""
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            return torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return self.rank, self.processes
+
+    def __enter__(self) -> BeforeTraining:
+        self.before = _handle(self._stop)
+        return self
+
+    def _stop(self, signum: int, frame: Any) -> None:
+        raise PreemptedError(
+            f"{signal.Signals(signum).name} before the first step: nothing to save; start again",
+            signum,
+            shown=self._who()[0] == 0,
+        )
+
+    def __exit__(
+        self, kind: type | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for sig, handler in self.before.items():
+            signal.signal(sig, handler)
+        rank, processes = self._who()
+        if processes == 1 or not isinstance(err, RuntimeError) or tb is None:
+            return
+        if isinstance(err, torch.OutOfMemoryError) or not _in_torch_distributed(tb):
+            return
+        lost = f"process {1 - rank}" if processes == 2 else "another process"
+        raise LostProcessError(
+            f"process {rank}: {lost} is gone before the first step ({first_words(err)}): "
+            "start the job again, every process (--resume where it resumed)"
+        ) from None
+
+
+def _in_torch_distributed(tb: TracebackType) -> bool:
+    """Whether the error was raised in torch.distributed (a collective), not by t2."""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    folder = Path(torch.distributed.__file__).parent
+    return Path(tb.tb_frame.f_code.co_filename).is_relative_to(folder)
 
 
 def later_scoring(run: Path) -> str:
@@ -135,23 +191,51 @@ def later_scoring(run: Path) -> str:
 
 
 @contextlib.contextmanager
-def ends_at_once(what: str, saved: str, run: Path, main: bool) -> Iterator[None]:
+def ends_at_once(
+    what: str, saved: Path, run: Path, main: bool, wait: Callable[[], None] | None
+) -> Iterator[None]:
     """SIGNALS during `what` (the final evaluation, which has no step boundary to wait for)
-    end it where it is, in one line naming the `saved` checkpoint and how to score it."""
+    end it where it is, in one line (said by the `main` process) naming the `saved`
+    checkpoint and how to score it. `wait` (for every process) ends the block: another
+    process gone meanwhile (signalled alone, or killed) is one line too."""
+    then = f"{later_scoring(run)}, or --resume to score it again"
 
     def stop(signum: int, frame: Any) -> None:
         raise PreemptedError(
             f"{signal.Signals(signum).name} during {what}: checkpoint {saved} is saved"
-            f"{requeue(signum, main)}; {later_scoring(run)}, or --resume to score it again",
+            f"{requeue(signum, main)}; {then}",
             signum,
+            shown=main,
         )
 
     before = _handle(stop)
     try:
         yield
+        if wait is not None:
+            try:
+                wait()
+            except RuntimeError as err:
+                if isinstance(err, torch.OutOfMemoryError):
+                    raise
+                raise LostProcessError(
+                    f"another process is gone during {what} ({first_words(err)}): "
+                    f"checkpoint {saved} is saved; {then}"
+                ) from None
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def first_words(err: BaseException, most: int = 160) -> str:
+    """An error's first line, for a line of ours: its first sentence, or its first `most`
+    characters cut at a word and marked so."""
+    line = (str(err).strip().splitlines() or [type(err).__name__])[0].strip()
+    end = line.find(". ")
+    if 0 < end < most:
+        return line[:end]
+    if len(line) <= most:
+        return line.rstrip(".")
+    return line[:most].rsplit(" ", 1)[0].rstrip(" .,;:") + " …"
 
 
 def _handle(handler: Any) -> dict[int, Any]:

@@ -32,9 +32,9 @@ def _train_and_score(
     run, outcome = train(cfg, recipe, run_dir, resume, wandb)
     acc = run.accelerator
     best = resolve(run.run_dir.path)
-    with ends_at_once("the final evaluation", best, run.run_dir.path, acc.is_main_process):
-        results = score_test_split(run, best, recipe, outcome) if acc.is_main_process else {}
-        run.waits.everyone()
+    main, wait = acc.is_main_process, run.waits.everyone
+    with ends_at_once("the final evaluation", best, run.run_dir.path, main, wait):
+        results = score_test_split(run, best, recipe, outcome) if main else {}
     acc.end_training()  # closes W&B and the process group
     return results
 
