@@ -192,3 +192,67 @@ def test_a_hugging_face_source_is_keyed_by_its_fingerprint(tmp_path, monkeypatch
     second = load_pairs(cfg, "test", 1)
     assert [r["tgt"] for r in first] != [r["tgt"] for r in second]
     assert second[0]["tgt"] == "the hund"
+
+
+def test_a_generated_tasks_code_is_in_its_key(tmp_path, monkeypatch):
+    """A changed generator (its own file) is another source; a partial or a callable
+    object registers as well as a function (review of issue 52)."""
+    import functools
+    import importlib.util
+
+    import t2.data.sources as sources
+
+    code = (
+        "OFFSET = {}\n"
+        "def shift(rng, k=1):\n"
+        "    return '1', str(1 + OFFSET)\n"
+        "class Shift:\n"
+        "    def __call__(self, rng):\n"
+        "        return '1', str(OFFSET)\n"
+    )
+    path = tmp_path / "gen.py"
+
+    def load(offset: int):
+        path.write_text(code.format(offset), encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("gen", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    module = load(1)
+    makers = {
+        "function": module.shift,
+        "partial": functools.partial(module.shift, k=2),
+        "object": module.Shift(),
+    }
+    for kind, make in makers.items():
+        monkeypatch.setattr(sources.TASKS, "get", lambda name, make=make: make)
+        load(1)
+        before = sources.task_code("anything")
+        load(5)  # the generator's file, edited
+        assert sources.task_code("anything") != before, kind
+
+
+def test_a_source_changed_while_it_is_read_is_not_cached(base, monkeypatch, tmp_path):
+    """The key is taken before the read: a file rewritten meanwhile would be cached under
+    its old content's key; it is refused in one line instead (review of issue 52)."""
+    import t2.data.pipeline as pipeline
+    from t2.errors import DataError
+
+    cfg, root = base
+    (tmp_path / "x.de").write_text("\n".join(DE) + "\n", encoding="utf-8")
+    (tmp_path / "x.en").write_text("\n".join(EN) + "\n", encoding="utf-8")
+    cfg = dataclasses.replace(cfg, valid=f"files:{tmp_path / 'x'}", cache_dir=str(tmp_path / "c"))
+    real, calls = pipeline.open_source, []
+
+    def edited_meanwhile(*args):
+        found = real(*args)
+        if not calls:
+            (tmp_path / "x.en").write_text("\n".join(EN[::-1]) + "\n", encoding="utf-8")
+        calls.append(1)
+        return found
+
+    monkeypatch.setattr(pipeline, "open_source", edited_meanwhile)
+    with pytest.raises(DataError, match="changed while it was read; nothing was cached"):
+        load_pairs(cfg, "valid", 1)
+    assert not any((tmp_path / "c" / "pairs").glob("[!.]*"))

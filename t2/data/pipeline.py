@@ -64,7 +64,7 @@ def load_pairs(cfg: DataConfig, split: str, seed: int) -> datasets.Dataset:
         print(f"{report.line()} (cached in {folder})", flush=True)
     else:
         report = Report(split, 0)
-        save_folder(folder, lambda tmp: _clean_into(tmp, source, cfg, split, report))
+        save_folder(folder, lambda tmp: _clean_into(tmp, source, cfg, split, seed, report))
         print(report.line(), flush=True)
         ds = open_stream(folder / PAIRS)
     # the pairs' content key, not their file's path (what `datasets` would fingerprint), so
@@ -78,8 +78,11 @@ def _read_cached(folder: Path) -> tuple[Report, datasets.Dataset]:
     return report, open_stream(folder / PAIRS)
 
 
-def _clean_into(tmp: Path, source: Source, cfg: DataConfig, split: str, report: Report) -> None:
-    """Read, normalise and filter the pairs into tmp/PAIRS, counting each rule in report."""
+def _clean_into(
+    tmp: Path, source: Source, cfg: DataConfig, split: str, seed: int, report: Report
+) -> None:
+    """Read, normalise and filter the pairs into tmp/PAIRS, counting each rule in report;
+    a source whose content changed while it was read (its key taken again) is refused."""
     limit = cfg.max_train_pairs if split == "train" else 0
     report.read = source.count()
     report.dropped["empty"] = 0
@@ -94,6 +97,11 @@ def _clean_into(tmp: Path, source: Source, cfg: DataConfig, split: str, report: 
         first.unlink()
     if limit and report.read - sum(report.dropped.values()) > limit:
         report.dropped[f"beyond max_train_pairs={limit}"] = report.kept - kept
+    if open_source(cfg, split, seed).identity != source.identity:
+        raise DataError(
+            f"data.{split}={getattr(cfg, split)} changed while it was read; nothing was "
+            f"cached: run again once it is complete"
+        )
     if kept == 0:
         print(report.line(), flush=True)
         raise DataError(

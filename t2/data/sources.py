@@ -85,10 +85,25 @@ def open_source(cfg: DataConfig, split: str, seed: int) -> Source:
 
 
 def task_code(name: str) -> str:
-    """A hash of the file that generates task `name`: a changed generator (or a helper beside
-    it) is another source, whatever its name and seed."""
-    path = inspect.getsourcefile(TASKS.get(name))
-    return content_hash(Path(path)) if path else name
+    """A hash of the file that generates task `name` (a plain function, a partial of one or a
+    callable object; t2.data.tasks for the built-in ones, their helpers beside them): a
+    changed generator is another source, whatever its name and seed. Code it imports from
+    elsewhere is not hashed: a task keeps what changes its pairs in its own file."""
+    make = TASKS.get(name)
+    while isinstance(make, functools.partial):
+        make = make.func
+    if not inspect.isfunction(make) and not inspect.ismethod(make):
+        make = type(make).__call__
+    try:
+        path = inspect.getsourcefile(make)
+    except TypeError:
+        path = None
+    if not path:
+        raise ConfigError(
+            f"task:{name}: its generator's source file cannot be found (the data cache keys a "
+            f"task by its code); register a function defined in a .py file"
+        )
+    return content_hash(Path(path))
 
 
 def _aligned_count(src: Path, tgt: Path) -> int:
