@@ -275,6 +275,9 @@ def run_plan(
     """The warm-up, then each timed part in turn, decided with the time `clock` says is
     left (seconds since gpu.sh began). Writes OUT/parts.tsv, a line as each part ends."""
     (out / "parts.tsv").write_text("")
+    for part in [*plan.warm, *plan.timed]:  # an earlier run's figures are not this run's
+        for suffix in (".json", ".txt"):
+            (out / f"{part.name}{suffix}").unlink(missing_ok=True)
     warm = plan.warm
     outcomes = warm_up(warm, out, budget - clock(), execute, command)
     ended = {o.part: o.status for o in outcomes}

@@ -16,6 +16,7 @@ included), not the peak, which replays do not reach.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -122,7 +123,14 @@ def row_flags(row: dict) -> list[str]:
             flags.append(f"{row['t2_graph_recordings_timed']} CUDA-GRAPH RECORDINGS WHILE TIMED")
     if row.get("t2_recompiles"):
         flags.append(f"{row['t2_recompiles']} RECOMPILES WHILE TIMED")
+    if "ratio" in row and not _positive(row["ratio"]):
+        flags.append(f"TOKENS/S RATIO NOT A POSITIVE NUMBER ({row['ratio']})")
     return flags
+
+
+def _positive(x: object) -> bool:
+    """A figure a ratio can be stated from: a finite number above 0."""
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def compiled_line(row: dict) -> str:
@@ -148,10 +156,12 @@ def memory(row: dict) -> str:
         reserved = row.get("t2_reserved_mib")
         if reserved is None:
             return "reserved memory n/a (CUDA graphs: the peak misses replays)"
+        if not _positive(reserved):
+            return f"reserved memory n/a (measured {reserved} MiB above the peer's baseline)"
         peer = row.get("marian_reserved_mib")
-        than = f", {reserved / peer:.2f}x the peer's" if peer else ""
+        than = f", {reserved / peer:.2f}x the peer's" if _positive(peer) else ", the peer's n/a"
         return f"reserved {reserved:,.0f} MiB with the graphs' pool{than} (the peak misses replays)"
-    if row.get("peak_memory_ratio") is None:
+    if not _positive(row.get("peak_memory_ratio")):
         return "peak memory n/a"
     return f"peak {row.get('t2_peak_mib', 0):,.0f} MiB, {row['peak_memory_ratio']:.2f}x the peer's"
 
@@ -164,7 +174,7 @@ def _speed(row: dict) -> str:
     if flags:
         line = f"{label} n/a, because {'; '.join(flags)} |"
     else:
-        mfu = "n/a" if row.get("mfu") is None else f"{row['mfu']:.1%}"
+        mfu = f"{row['mfu']:.1%}" if _positive(row.get("mfu")) else "n/a"
         host = row.get("t2_host_ms_per_step") or []
         host_ms = f"{sorted(host)[len(host) // 2]:.1f}" if host else "n/a"
         gpu = row.get("t2_gpu_ms_per_step")

@@ -342,6 +342,32 @@ def test_flex_against_sdpa_is_a_ratio_only_when_both_rows_are_clean_and_present(
     assert "n/a, because the flex-graphs row is missing; train-base-flex: skipped" in line
 
 
+def test_odd_figures_read_n_a_never_a_ratio_or_a_crash():
+    """NaN, infinite, zero or negative figures (review of issue 54): n/a, with the reason."""
+    summary = load("gpu_summary")
+    graphs, _, _, flex = flagged_rows()
+    sdpa = {**graphs, "engine": "t2-compiled", "ratio": 1.2, "t2_cuda_graphs": False}
+    for bad in (float("nan"), float("inf"), 0.0, None):
+        (line,) = summary.flex_against_sdpa([{**sdpa, "ratio": bad}, flex], [])
+        assert "n/a, because the compiled row is flagged: TOKENS/S RATIO NOT A POSITIVE" in line
+    row = {**sdpa, "mfu": float("nan"), "peak_memory_ratio": float("nan")}
+    assert "MFU n/a" in summary._speed(row) and "peak memory n/a" in summary._speed(row)
+    negative = {**graphs, "t2_reserved_mib": -20, "marian_reserved_mib": 0}
+    assert "reserved memory n/a" in summary.memory(negative)
+
+
+def test_a_second_run_into_one_folder_reports_only_its_own_figures(tmp_path):
+    """The parts' files of an earlier run in OUT are removed before this run's parts run or
+    are skipped: a skipped part's old row is not reported as this run's (review of 54)."""
+    plan = load("gpu_plan")
+    stale = [p.name for p in [*plan.QUICK.warm, *plan.QUICK.timed]][:2]
+    for name in stale:
+        (tmp_path / f"{name}.json").write_text("{}")
+        (tmp_path / f"{name}.txt").write_text("old")
+    plan.run_plan(plan.QUICK, tmp_path, 0.0, lambda: 10.0, lambda batch: [], lambda *a: [])
+    assert not any((tmp_path / f"{n}{s}").exists() for n in stale for s in (".json", ".txt"))
+
+
 def test_graphs_rows_report_reserved_memory_not_a_peak_the_replays_miss():
     summary = load("gpu_summary")
     graphs, *_ = flagged_rows()
