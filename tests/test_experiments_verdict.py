@@ -145,27 +145,34 @@ def test_the_older_rules_decide_as_they_did(tmp_path):
     assert word == UNDECIDED and "needs two seeds" in why
 
 
-def test_a_plans_arms_share_one_error_rate_bonferroni(tmp_path):
-    """Several arms against one baseline: each is read at alpha / k, so the family's
-    chance of a false "better" stays at alpha (issue 52). Report 004's 15 seeds, read on
-    validation BLEU with the paired t: better alone (p ~ 0.005), still better among 2 arms
-    (alpha 0.025), not among 20 (alpha 0.0025)."""
+def test_a_plans_arms_share_one_error_rate_holm(tmp_path):
+    """Several arms against one baseline: Holm's step-down, so the family's chance of a
+    false "better" stays at alpha (issue 52). Report 004's 15 seeds, read on validation
+    BLEU with the paired t (p ~ 0.005): better alone; beside 19 null arms it is read at
+    0.05/20 and is not; among 8 arms, once a much clearer arm is decided first, at 0.05/7."""
     from benchmarks.sim_family import family_error
-    from t2.experiments.decisions.readings import Reading, decide_arm
+    from t2.experiments.decisions.readings import Reading, decide_family
 
     v2, base = _report004()
-    arm_runs, base_runs = _runs(v2, tmp_path / "v2"), _runs(base, tmp_path / "base")
+    v2_runs, base_runs = _runs(v2, tmp_path / "v2"), _runs(base, tmp_path / "base")
+    null_runs = _runs(base, tmp_path / "null")  # the baseline's own figures: no difference
+    clear = _runs({s: v + 5.0 + 0.01 * s for s, v in base.items()}, tmp_path / "clear")
     rule = Rule(metric="valid_bleu", decide="paired_t")
     seeds = tuple(range(1, 16))
 
-    def decide(arms: int):
-        names = ("base", *(f"a{i}" for i in range(arms)))
-        return decide_arm(Reading("planned", rule, seeds, "base", names), arm_runs, base_runs, [])
+    def decide(others: dict[str, list]) -> dict:
+        runs = {"base": base_runs, "v2": v2_runs, **others}
+        reading = Reading("planned", rule, seeds, "base", tuple(runs))
+        return decide_family(reading, "base", runs, {})
 
-    alone, two, many = decide(1), decide(2), decide(20)
-    assert alone.word == "better" and "Bonferroni" not in alone.why
-    assert two.word == "better" and "alpha 0.05 / 2 arms: Bonferroni" in two.why
-    assert many.word == UNDECIDED and "/ 20 arms" in many.why
+    alone = decide({})["v2"]
+    assert alone.word == "better" and "Holm" not in alone.why
+    crowd = decide({f"n{i}": null_runs for i in range(19)})["v2"]
+    assert crowd.word == UNDECIDED and "Holm across 20 arms: read at alpha 0.05/20" in crowd.why
+    # 8 arms: at 0.05/8 = 0.00625 only "clear" is called; then v2 at 0.05/7 = 0.0071 is
+    stepped = decide({"clear": clear, **{f"n{i}": null_runs for i in range(6)}})
+    assert stepped["clear"].word == "better" and stepped["v2"].word == "better"
+    assert "read at alpha 0.05/7" in stepped["v2"].why  # after "clear" was decided
     # the simulation (benchmarks/sim_family.py): 6 arms at 3 seeds
     assert family_error(6, 3, 0.05, False, 4000, 1) > 0.15
     assert family_error(6, 3, 0.05, True, 4000, 1) < 0.06

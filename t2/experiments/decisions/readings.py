@@ -1,8 +1,8 @@
 """Each arm's verdict under a plan's rule, at the look its finished runs make.
 
 A reading is a rule with the seeds, arms and baseline of the plan it belongs to. A plan of
-k arms against one baseline reads each at alpha / k (Bonferroni), so the chance that any of
-them is called better or worse by chance stays at alpha (benchmarks/sim_family.py). Read
+k arms against one baseline is one family, read with Holm's step-down (decide_family), so
+the chance that any arm is called better or worse by chance stays at alpha. Read
 with every planned seed in, a fixed design gives its verdict. Read earlier, it gives none:
 an unplanned look. A plan with looks (t2.experiments.statistics.sequential) gives a verdict at each
 planned look: the first n_k of its seeds are in for the arm and the baseline, n_k a
@@ -69,10 +69,8 @@ def _among(runs: list[Run], seeds: tuple[int, ...] | None) -> list[Run]:
 def decide_arm(reading: Reading, arm: list[Run], base: list[Run], tests: list[Paired]) -> Decision:
     """The arm's verdict under `reading`, or why it has none; `tests` are the seeds'
     paired sacreBLEU tests (welch_pooled and same_sign read them)."""
-    rule, family = reading.rule, family_size(reading)
-    if family > 1:  # Bonferroni across the plan's arms: the family's error stays at alpha
-        rule = replace(rule, alpha=rule.alpha / family)
-    n, look = stage(replace(reading, rule=rule), arm, base)
+    rule = reading.rule
+    n, look = stage(reading, arm, base)
     if n is None:
         planned = ", ".join(map(str, rule.looks)) if rule.looks else len(reading.seeds or ())
         return Decision(None, f"not a planned look (planned: {planned} seeds)")
@@ -86,13 +84,42 @@ def decide_arm(reading: Reading, arm: list[Run], base: list[Run], tests: list[Pa
     values = list(by_seed(arm, metric).values()), list(by_seed(base, metric).values())
     apart = welch(*values, 1.0 - rule.alpha)
     word, why = judge(rule, evidence, look, apart, pool(tests) if tests else None, signs(tests))
-    if family > 1:
-        why += f" (alpha {reading.rule.alpha:g} / {family} arms: Bonferroni, the family's level)"
     return Decision(word, why, look)
 
 
-def family_size(reading: Reading) -> int:
-    """The arms a plan compares with its baseline: its verdicts share one error rate."""
-    if reading.arms is None:
-        return 1
-    return max(1, len([a for a in reading.arms if a != reading.baseline]))
+DIFFERENT = ("better", "worse")  # the verdicts that reject "no difference"
+
+
+def family(reading: Reading, baseline: str, runs: dict[str, list[Run]]) -> list[str]:
+    """The arms `reading` compares with the baseline: its plan's (None: every arm run)."""
+    arms = reading.arms if reading.arms is not None else tuple(runs)
+    return [a for a in arms if a != baseline]
+
+
+def decide_family(
+    reading: Reading, baseline: str, runs: dict[str, list[Run]], tests: dict[str, list[Paired]]
+) -> dict[str, Decision]:
+    """Every arm of `reading` against `baseline`, with Holm's step-down across them: with k
+    arms undecided, each is read at alpha / k; those then called better or worse are
+    decided, k shrinks and the rest are read again, until a step decides none. An interval
+    at level 1 - a excludes 0 exactly when p < a, so this is Holm's test on the arms'
+    p-values, and any rule reading an interval or a p-value at alpha takes part unchanged:
+    the chance of calling any arm different by chance stays at alpha
+    (benchmarks/sim_family.py). `tests`: each arm's paired sacreBLEU tests."""
+    arms, base, alpha = family(reading, baseline, runs), runs.get(baseline, []), reading.rule.alpha
+    found: dict[str, Decision] = {}
+    undecided = list(arms)
+    while undecided:
+        step = replace(reading, rule=replace(reading.rule, alpha=alpha / len(undecided)))
+        now = {a: decide_arm(step, runs.get(a, []), base, tests.get(a, [])) for a in undecided}
+        if len(arms) > 1:
+            how = f"Holm across {len(arms)} arms: read at alpha {alpha:g}/{len(undecided)}"
+            now = {a: replace(d, why=f"{d.why} ({how})") for a, d in now.items()}
+        shown = [
+            a for a in undecided if now[a].word is not None and now[a].word.startswith(DIFFERENT)
+        ]
+        found.update(now)
+        if not shown:
+            break
+        undecided = [a for a in undecided if a not in shown]
+    return {a: found[a] for a in arms}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from t2.experiments.decisions.readings import Decision, Reading, decide_arm
+from t2.experiments.decisions.readings import Decision, Reading, decide_family
 from t2.experiments.statistics.evidence import Evidence
 from t2.experiments.statistics.significance import (
     AR_TRIALS,
@@ -100,28 +100,28 @@ def paired_section(
     why no verdict is given at all."""
     lines = [_intro(baseline)]
     base = runs.get(baseline, [])
+    compared = {a: compare_seeds(_outputs(base), _outputs(rs)) for a, rs in runs.items()}
+    tests = {arm: found[0] for arm, found in compared.items()}
+    mine = [r for r in readings if r.baseline in (None, baseline)]
+    families = [(r, decide_family(r, baseline, runs, tests)) for r in mine]
     for arm, rs in runs.items():
         if arm == baseline:
             continue
-        tests, notes = compare_seeds(_outputs(base), _outputs(rs))
-        found = [
-            (r.label, decide_arm(r, rs, base, tests))
-            for r in readings
-            if (r.arms is None or arm in r.arms) and r.baseline in (None, baseline)
-        ]
+        notes = compared[arm][1]
+        found = [(r.label, decided[arm]) for r, decided in families if arm in decided]
         reason = held if held is not None or found else "no rule names this arm"
         lines.append(_head(arm, baseline, found, reason))
         if held is not None:
             lines += _intervals(rs, base, held)
         if held is None:
             lines += [_line(label, d) for label, d in found]
-        if tests:
-            pooled = pool(tests).text()
+        if tests[arm]:
+            pooled = pool(tests[arm]).text()
             lines.append(
                 f"- sacreBLEU's paired tests, pooled (conditional on these seeds): {pooled}."
             )
         lines.append("")
-        if tests:
-            lines += _seed_table(tests)
+        if tests[arm]:
+            lines += _seed_table(tests[arm])
         lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"

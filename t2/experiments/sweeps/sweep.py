@@ -27,7 +27,7 @@ from t2.errors import ConfigError, T2Error
 from t2.experiments.decisions.plan import differences, plan_of
 from t2.experiments.decisions.planbook import FILE, Book, settle
 from t2.experiments.decisions.planning import make_plan, pilot_seeds
-from t2.experiments.decisions.readings import Reading, decide_arm
+from t2.experiments.decisions.readings import Reading, decide_family
 from t2.experiments.decisions.verdict import is_verdict
 from t2.experiments.reports.compare import duration
 from t2.experiments.reports.report import collect
@@ -200,13 +200,11 @@ def look_verdicts(sweep: Sweep, out: Path) -> dict[str, str] | None:
     runs, _ = collect(sweep, out)
     arms = tuple(arm.name for arm in sweep.arms)  # the family the report reads too
     reading = Reading("planned", sweep.rule, sweep.seeds, sweep.baseline, arms)
-    base, found = runs[sweep.baseline], {}
-    for arm in sweep.arms:
-        if arm.name != sweep.baseline:
-            decision = decide_arm(reading, runs[arm.name], base, [])
-            if decision.look is None or decision.word is None or not is_verdict(decision.word):
-                return None
-            found[arm.name] = f"{decision.word} ({decision.look.text()})"
+    found = {}
+    for name, decision in decide_family(reading, sweep.baseline, runs, {}).items():
+        if decision.look is None or decision.word is None or not is_verdict(decision.word):
+            return None
+        found[name] = f"{decision.word} ({decision.look.text()})"
     return found
 
 
