@@ -77,6 +77,11 @@ fi
 
 out="" wheels="gpu-wheels" data="" quick=0 budget="" compile_cache="gpu-compile-cache"
 while [[ $# -gt 0 ]]; do
+  if [[ "$1" == --budget || "$1" == --wheels || "$1" == --data || "$1" == --compile-cache ]] \
+    && [[ $# -lt 2 || "$2" == -* ]]; then
+    echo "error: $1 takes a value; see the head of benchmarks/gpu.sh" >&2
+    exit 2
+  fi
   case "$1" in
     --quick) quick=1; shift ;;
     --budget) budget=$2; shift 2 ;;

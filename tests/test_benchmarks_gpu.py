@@ -43,7 +43,13 @@ def test_gpu_script_fails_in_one_line_without_python_or_a_torch_that_imports(tmp
     assert "this torch is broken" in broken.stderr
     none = gpu_sh(PYTHON=str(tmp_path / "no-python"))
     assert none.returncode == 2 and "error: no Python found at" in none.stderr
-    for bad, why in ((["--frobnicate"], "unknown option --frobnicate"), (["--budget", "1m"], "")):
+    bad_calls = (
+        (["--frobnicate"], "unknown option --frobnicate"),
+        (["--budget", "1m"], ""),
+        (["--budget"], "error: --budget takes a value"),  # was: "$2: unbound variable", 1
+        (["--data", "--quick"], "error: --data takes a value"),
+    )
+    for bad, why in bad_calls:
         done = gpu_sh(*bad)
         assert done.returncode == 2 and why in done.stderr and done.stderr.count("\n") == 1
 
