@@ -123,6 +123,8 @@ def row_flags(row: dict) -> list[str]:
             flags.append(f"{row['t2_graph_recordings_timed']} CUDA-GRAPH RECORDINGS WHILE TIMED")
     if row.get("t2_recompiles"):
         flags.append(f"{row['t2_recompiles']} RECOMPILES WHILE TIMED")
+    if row.get("t2_torch_fallbacks"):
+        flags.append(f"TORCH LACKED, T2 FELL BACK: {'; '.join(row['t2_torch_fallbacks'])}")
     if "ratio" in row and not _positive(row["ratio"]):
         flags.append(f"TOKENS/S RATIO NOT A POSITIVE NUMBER ({row['ratio']})")
     return flags

@@ -39,6 +39,7 @@ import torch
 from benchmarks.gpu_summary import compiled_line
 from benchmarks.graph_probe import GraphCounts, GraphProbe
 from benchmarks.train_loops import MarianEngine, Rounds, T2Engine, gpu_step, loader, run_round
+from t2 import torch_compat
 from t2.config import Config
 from t2.progress import Progress
 from t2.recipes import load_config
@@ -131,6 +132,8 @@ def compiled_figures(engine: T2Engine, timed: GraphCounts, whole: GraphCounts) -
         "t2_graph_warmups_timed": timed.warmups,
         "t2_cudagraph_skips": whole.skips,
         "t2_cudagraph_skip_reasons": sorted(set(whole.reasons)),
+        # what this torch lacked and t2 ran instead (a flex row on SDPA would look like flex)
+        "t2_torch_fallbacks": list(torch_compat.FALLBACKS),
     }
 
 

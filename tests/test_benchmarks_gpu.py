@@ -358,6 +358,9 @@ def test_odd_figures_read_n_a_never_a_ratio_or_a_crash():
         assert "n/a, because the compiled row is flagged: TOKENS/S RATIO NOT A POSITIVE" in line
     row = {**sdpa, "mfu": float("nan"), "peak_memory_ratio": float("nan")}
     assert "MFU n/a" in summary._speed(row) and "peak memory n/a" in summary._speed(row)
+    fell_back = {**flex, "t2_torch_fallbacks": ["note: torch 2.11: no block masks: SDPA"]}
+    (line,) = summary.flex_against_sdpa([sdpa, fell_back], [])  # a flex row that ran SDPA
+    assert "n/a, because the flex row is flagged: TORCH LACKED, T2 FELL BACK" in line
     negative = {**graphs, "t2_reserved_mib": -20, "marian_reserved_mib": 0}
     assert "reserved memory n/a" in summary.memory(negative)
 
