@@ -11,11 +11,19 @@ import json
 from pathlib import Path
 
 import pytest
+import sacrebleu
+import scipy
 from test_experiments_report import fake_run, t2
 
 import t2.experiments.sweeps.sweep as sweep_module
 from t2.errors import ConfigError
-from t2.experiments.decisions.plan import DECISION_MODULES, decision_code, differences, plan_of
+from t2.experiments.decisions.plan import (
+    DECISION_MODULES,
+    decision_code,
+    differences,
+    plan_from_dict,
+    plan_of,
+)
 from t2.experiments.decisions.planbook import FILE, Book, Entry, read_book, write_book
 from t2.experiments.sweeps.sweepfile import load_sweep
 
@@ -29,7 +37,17 @@ arms:
   a: {}
   b: {set: {train.max_lr: 3.0e-3}}
 """
-LOSS = {"a": 3.4, "b": 2.9}  # b is far better: lower validation loss
+LOSS = {"a": 3.4, "b": 2.9}
+
+
+def load_sweep_text(text: str):
+    """A sweep file's text, loaded (written to a temporary folder)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        spec = Path(folder) / "study.yaml"
+        spec.write_text(text)
+        return load_sweep(spec)  # b is far better: lower validation loss
 
 
 def _finish(sweep, out: Path, arm, seed: int) -> None:
@@ -100,6 +118,58 @@ def test_every_module_a_verdict_imports_is_in_the_decision_code():
     assert missing - set(DECISION_MODULES) <= {"sweeps.runs", "sweeps.sweepfile"}, missing - set(
         DECISION_MODULES
     )
+
+
+def test_the_plan_pins_its_references_and_libraries(tmp_path):
+    """Issue 52: the plan names each arm's test and validation references by SHA-256, and
+    the scipy and sacreBLEU versions; the same path with other content is another plan."""
+    spec, data = tmp_path / "study.yaml", tmp_path / "data"
+    data.mkdir()
+    for lang in ("de", "en"):
+        (data / f"test.{lang}").write_text("".join(f"{lang} {i}\n" for i in range(20)))
+    test = f"set: {{data.test: 'files:{data}/test', data.src_lang: de, data.tgt_lang: en}}\n"
+    spec.write_text(SIX.replace("base: quickstart\n", f"base: quickstart\n{test}"))
+    sweep = load_sweep(spec)
+    planned = plan_of(sweep)
+    refs = planned.arms["a"].references
+    want = hashlib.sha256((data / "test.en").read_bytes()).hexdigest()
+    assert refs is not None and refs["test"] == want
+    assert planned.to_dict()["versions"] == {
+        "scipy": scipy.__version__,
+        "sacrebleu": sacrebleu.__version__,
+    }
+    assert f"(SHA-256 {want[:12]})" in planned.describe()
+    (data / "test.en").write_text("".join(f"en {i}\n" for i in range(19)) + "en edited\n")
+    again = plan_of(sweep)
+    assert again.digest() != planned.digest()
+    assert f"test references of arm a: SHA-256 {want[:12]} -> SHA-256 " in "; ".join(
+        differences(planned, again)
+    )
+    old = json.loads(json.dumps(planned.to_dict()))  # a plan recorded before references
+    del old["versions"]
+    for arm in old["arms"].values():
+        del arm["references"]
+    assert plan_from_dict(old).to_dict() == old  # its hash is the one it was recorded with
+    told = differences(plan_from_dict(old), planned)
+    assert "test references of arm a: not recorded -> SHA-256 " in "; ".join(told)
+    assert f"scipy: not recorded -> {scipy.__version__}" in told
+
+
+def test_a_generated_tasks_references_are_pinned_at_each_seed():
+    """A task's test set is drawn with the seed: the plan names each seed's references,
+    and a change is told at the seeds both plans hold, not as a change of seeds."""
+    sweep = load_sweep_text(SIX.replace("[1, 2, 3, 4, 5, 6]", "[1, 2, 3]"))
+    planned = plan_of(sweep)
+    test = planned.arms["a"].references["test"]
+    assert set(test) == {"1", "2", "3"} and len(set(test.values())) == 3
+    assert planned.arms["a"].references == planned.arms["b"].references
+    assert "task:fake_dates (references per seed)" in planned.describe()
+    raw = planned.to_dict()
+    raw["arms"]["b"]["references"]["test"]["2"] = "0" * 64
+    del raw["arms"]["b"]["references"]["test"]["3"]  # a plan with fewer seeds: not a change
+    assert differences(plan_from_dict(raw), planned) == [
+        "test references of arm b: other sentences at seeds 2"
+    ]
 
 
 def test_a_changed_plan_trains_nothing_and_gives_no_verdict_until_disclosed(tmp_path, capsys):

@@ -90,3 +90,92 @@ def test_a_finished_run_replaces_an_unfinished_folder(hand_sweep, tmp_path):  # 
     (partial / "checkpoints").mkdir(parents=True)
     assert restore(sweep, out, records) == 1
     assert RunDir(partial).results.is_file() and not (partial / "checkpoints").exists()
+
+
+def _scored_run(tmp_path, refs: list[str], named: bool):
+    """A finished run scored on files:DATA/test (its hyps: the references), whose meta.json
+    names the references by SHA-256 (`named`) or which keeps a copy of them (older)."""
+    from test_experiments_report import fake_run
+
+    from t2.data.references import lines_sha256
+    from t2.rundir.layout import write_lines
+
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    write_lines(data / "test.de", [f"de {i}" for i in range(len(refs))])
+    write_lines(data / "test.en", refs)
+    sets = [f"data.test=files:{data}/test", "data.src_lang=de", "data.tgt_lang=en"]
+    run = tmp_path / "run"
+    fake_run(run, "quickstart", sets, 3.0)
+    write_lines(RunDir(run).test_hyps, refs)
+    if named:
+        meta = json.loads((run / "meta.json").read_text())
+        meta["references"] = {"test": lines_sha256(refs)}
+        (run / "meta.json").write_text(json.dumps(meta))
+    else:
+        write_lines(RunDir(run).test_refs, refs)
+    return run, data
+
+
+def test_references_are_read_from_the_test_set_and_checked(tmp_path):
+    """Issue 52: a record keeps the references' SHA-256, not a copy; the report reads
+    them from data.test and refuses, in one line, a test set that is not the one scored."""
+    import pytest
+
+    from t2.errors import DataError
+    from t2.experiments.sweeps.runs import read_run
+
+    refs = [f"a sentence {i}" for i in range(30)]
+    run, data = _scored_run(tmp_path, refs, named=True)
+    assert "test.refs.txt" not in RECORDS and not (run / "test.refs.txt").exists()
+    assert read_run(run).test_outputs() == (refs, refs)
+    (data / "test.en").write_text("".join(f"{r}\n" for r in refs[:-1]) + "edited\n")
+    with pytest.raises(DataError, match=r"holds other references than the run was scored on") as e:
+        read_run(run).test_outputs()
+    assert "\n" not in str(e.value) and "restore the test set" in str(e.value)
+
+
+def test_an_older_runs_copy_is_read_and_converted_when_its_records_are_kept(tmp_path):
+    """A run from before meta.json named its references reads its copy as before; kept as
+    records, it names their SHA-256 instead when data.test holds the same sentences, and
+    keeps its copy when data.test holds others (or is not there)."""
+    from t2.data.references import lines_sha256
+    from t2.experiments.sweeps.runs import read_run
+
+    refs = [f"a sentence {i}" for i in range(30)]
+    run, data = _scored_run(tmp_path, refs, named=False)
+    assert read_run(run).test_outputs() == (refs, refs)  # read from its copy, as before
+    copy_records(run, tmp_path / "kept")
+    meta = json.loads((tmp_path / "kept" / "meta.json").read_text())
+    assert meta["references"] == {"test": lines_sha256(refs)}
+    assert not (tmp_path / "kept" / "test.refs.txt").exists()
+    assert read_run(tmp_path / "kept").test_outputs() == (refs, refs)
+    (data / "test.en").write_text("".join(f"{r}\n" for r in refs[:-1]) + "edited\n")
+    copy_records(run, tmp_path / "other")  # other sentences today: the copy travels
+    assert (tmp_path / "other" / "test.refs.txt").is_file()
+    assert "references" not in json.loads((tmp_path / "other" / "meta.json").read_text())
+    assert read_run(tmp_path / "other").test_outputs() == (refs, refs)
+    for name in ("test.de", "test.en"):
+        (data / name).unlink()
+    copy_records(run, tmp_path / "gone")  # no test set here: the copy travels
+    assert (tmp_path / "gone" / "test.refs.txt").is_file()
+
+
+def test_the_committed_records_hold_no_copy_of_shared_data():
+    """docs/results keep the SHA-256 of the test set, and it is the shared data's."""
+    from pathlib import Path
+
+    import pytest
+
+    from t2.data.references import lines_sha256
+    from t2.rundir.layout import read_written_lines
+
+    root = Path(__file__).resolve().parent.parent
+    assert not list((root / "docs" / "results").glob("**/test.refs.txt"))
+    metas = list((root / "docs" / "results").glob("**/seed-*/meta.json"))
+    assert metas and all("test" in json.loads(m.read_text())["references"] for m in metas)
+    shared = root.parent / "shared" / "data" / "multi30k" / "val.en"
+    if not shared.is_file():
+        pytest.skip(f"{shared} is not here to check the hashes against")
+    digest = lines_sha256(read_written_lines(shared))
+    assert {json.loads(m.read_text())["references"]["test"] for m in metas} == {digest}

@@ -159,9 +159,9 @@ def test_records_carry_a_sweep_to_a_machine_without_its_weights(tiny, tmp_path):
             "robustness.json",
             "sweep.log",
             "test.hyps.txt",
-            "test.refs.txt",
         ]
         meta = json.loads(RunDir(kept).meta.read_text())
+        assert len(meta["references"]["test"]) == 64  # no copy of the test set: its SHA-256
         assert meta["machine"] == describe(cuda=False, threads=1)  # --jobs 2: a core each
         assert meta["sweep_plan"] == read_book(records).planned.digest  # trained under it
     code, stdout = t2(

@@ -24,6 +24,11 @@ from t2.experiments.sweeps.runs import read_run
 from t2.rundir import RunDir
 
 RECORDS = Path(__file__).resolve().parent.parent / "docs" / "results" / "dyt_pre" / "records"
+# the records name their test set (files:../shared/data/multi30k/val) by SHA-256, no copy
+TEST_SET = Path(__file__).resolve().parent.parent.parent / "shared/data/multi30k/val.en"
+needs_test_set = pytest.mark.skipif(
+    not TEST_SET.is_file(), reason=f"the records' test set {TEST_SET} is not here"
+)
 SETS = 6_000  # a coverage near 95% has a Monte Carlo standard error of 0.3% here
 SIDES = ("dyt", "layernorm")
 COVERED = (
@@ -107,6 +112,7 @@ def test_the_parts_are_the_two_way_variance_of_a_mean():
     assert rows[0] / (n * m) == pytest.approx(d[0].mean(axis=1).var(ddof=1) / n)
 
 
+@needs_test_set
 def test_sentence_contributions_vary_as_a_bootstrap_of_sacrebleus_scores():
     """On dyt_pre's 3 seeds x 1014 sentences (test BLEU, dyt - layernorm), the jackknife
     contributions' variance of the mean over sentences, (n m)^-1 MS_sentences (m - 1) / m,
@@ -131,6 +137,7 @@ def test_sentence_contributions_vary_as_a_bootstrap_of_sacrebleus_scores():
     assert closed == pytest.approx(np.var(drawn, ddof=1), rel=0.2)
 
 
+@needs_test_set
 def test_on_dyt_pre_the_headline_is_no_narrower_than_the_paired_t():
     """Issue 52: the bootstrap gave [-12.16, -6.46] on dyt_pre's test BLEU, 2.7 times
     narrower than the paired t's [-16.28, -1.35] (scipy.stats.ttest_rel), which counts the
@@ -147,6 +154,7 @@ def test_on_dyt_pre_the_headline_is_no_narrower_than_the_paired_t():
     assert headline.diff == pytest.approx((ci.low + ci.high) / 2)
 
 
+@needs_test_set
 def test_the_power_plans_floor_is_the_headlines_sentence_part():
     """What more seeds cannot remove, in the plan, is the variance the headline counts
     for the test set: on dyt_pre, 0.26^2 BLEU^2 (sd 0.26 against the seeds' 1.7)."""
@@ -190,6 +198,7 @@ def _by_hand(runs, level: float, alpha: float | None = None) -> tuple[float, flo
     return float(d.mean()), float(np.sqrt(t * t * seeds + z * z * sentences))
 
 
+@needs_test_set
 def test_headline_and_looks_read_the_tables_statistic(tmp_path):
     """Through read_run -> Evidence -> headline and repeated on dyt_pre's records: the
     centre and the half width are the seeds x sentences table's, by hand, at the fixed
@@ -210,6 +219,7 @@ def test_headline_and_looks_read_the_tables_statistic(tmp_path):
     assert df == 2 and se == pytest.approx(float(evidence.parts().standard_error))
 
 
+@needs_test_set
 def test_a_seed_without_test_outputs_is_named_and_left_out_of_centre_and_variance(tmp_path):
     """Seed 3 of the baseline lost its test.hyps: the headline and the look are the two
     other seeds' table (centre and variance alike), and the method names seed 3."""
@@ -228,6 +238,7 @@ def test_a_seed_without_test_outputs_is_named_and_left_out_of_centre_and_varianc
     assert "seed 3: no test outputs in the baseline" in span.method
 
 
+@needs_test_set
 def test_a_results_figure_that_disagrees_with_the_rescore_does_not_move_the_interval(tmp_path):
     """results.json's BLEU of one seed off by 5 (or NaN): the headline and the look centre
     on the rescored table, the seeds its variance comes from."""
@@ -250,6 +261,7 @@ def test_a_results_figure_that_disagrees_with_the_rescore_does_not_move_the_inte
         path.write_text(json.dumps({**results, "bleu": results["bleu"] - 5.0}))
 
 
+@needs_test_set
 def test_a_test_figure_without_its_table_has_no_verdict(tmp_path):
     """Without test outputs on two seeds, or with no seed shared, a test figure gets no
     interval and the verdict says why in one line (a paired or Welch t would claim a
@@ -270,6 +282,7 @@ def test_a_test_figure_without_its_table_has_no_verdict(tmp_path):
     assert valid.headline(0.95) is not None  # other figures keep the paired t
 
 
+@needs_test_set
 def test_the_table_is_read_again_when_a_runs_outputs_are_replaced(tmp_path):
     """One process: a run's test.hyps replaced by the baseline's moves the parts (the
     cache is keyed by the files' times and sizes, not the folders alone)."""

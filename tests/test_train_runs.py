@@ -275,13 +275,18 @@ def test_a_run_reusing_a_tokenizer_trains_and_keeps_its_own_copy(tmp_path, tiny_
     assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stderr[-2000:]
 
 
-def test_a_finished_run_keeps_its_test_translations_and_references(tiny_run):
-    """RUN/test.hyps.txt and RUN/test.refs.txt, a line per test sentence: what a paired
-    significance test compares (t2.experiments.statistics.significance)."""
+def test_a_finished_run_keeps_its_test_translations_and_names_its_references(tiny_run):
+    """RUN/test.hyps.txt, a line per test sentence, and the SHA-256 of the test and
+    validation references in meta.json (no copy of them): what a paired significance test
+    compares (t2.experiments.statistics.significance), the references read from data.test."""
+    from t2.data.references import lines_sha256
     from t2.experiments.sweeps.runs import read_run
     from t2.machine import cpu_name
 
     hyps, refs = read_run(tiny_run).test_outputs()
+    named = json.loads((tiny_run / "meta.json").read_text())["references"]
+    assert named["test"] == lines_sha256(refs) and len(named["valid"]) == 64
+    assert not (tiny_run / "test.refs.txt").exists()
     results = json.loads((tiny_run / "results.json").read_text())
     # the parameters are kept where the weights are not (t2 sweep --records), and meta.json
     # names the machine, so a report pooling runs from several can say which ran where

@@ -5,8 +5,8 @@
       config.yaml        the resolved config (model.vocab_size set from the tokenizer)
       tokenizer/         loads with PreTrainedTokenizerFast.from_pretrained(RUN/tokenizer)
       metrics.jsonl      one JSON record per logged step and per validation
-      test.hyps.txt      the best checkpoint's test translations, a line each
-      test.refs.txt      their references (paired significance tests compare these)
+      test.hyps.txt      the best checkpoint's test translations, a line each (their
+                         references: data.test, named in meta.json by their SHA-256)
       results.json       the best checkpoint's test scores, written when training ends
       plugins/           a copy of each plugin file the run was given, with its SHA-256
       checkpoints/

@@ -23,13 +23,15 @@ CONFIG, META, TOKENIZER, CHECKPOINTS = "config.yaml", "meta.json", "tokenizer", 
 WEIGHTS, STATE, COMPLETE, BEST = "model.safetensors", "training_state.pt", "COMPLETE", "best"
 METRICS, RESULTS, LOCK = "metrics.jsonl", "results.json", ".lock"
 PLUGINS = "plugins"  # copies of the run's plugin files and their manifest (t2.rundir.plugins)
-# the test split's translations by the best checkpoint and its references, a line each:
-# what a paired significance test between two runs compares (t2.experiments.statistics.significance)
+# the test split's translations by the best checkpoint, a line each: what a paired
+# significance test between two runs compares (t2.experiments.statistics.significance);
+# their references are named in meta.json by SHA-256 (`references`, t2.data.references) and
+# read from data.test. TEST_REFS: the copy of them that older runs kept, still read.
 TEST_HYPS, TEST_REFS = "test.hyps.txt", "test.refs.txt"
 SWEEP_LOG = "sweep.log"  # the output of a sweep's `t2 train` process(es) for this run
 # a run's records: all that comparisons and reports read (t2.experiments.sweeps.runs) and how it
 # went, without the weights, training state or tokenizer: small enough to commit
-RECORDS = (CONFIG, META, METRICS, RESULTS, TEST_HYPS, TEST_REFS, SWEEP_LOG)
+RECORDS = (CONFIG, META, METRICS, RESULTS, TEST_HYPS, SWEEP_LOG)
 
 
 @dataclass(frozen=True)
@@ -228,11 +230,16 @@ def _missing_in_a_current_run(folder: Path) -> None:
     )
 
 
+def one_line(text: str) -> str:
+    """A sentence as a line of a run's files: its own line breaks become spaces."""
+    return " ".join(text.splitlines())
+
+
 def write_lines(path: Path, lines: list[str]) -> None:
     """Text a line each (UTF-8), written atomically; a line's own breaks become spaces, so
     line i is always sentence i."""
     with atomic_text(path) as f:
-        f.writelines(" ".join(line.splitlines()) + "\n" for line in lines)
+        f.writelines(one_line(line) + "\n" for line in lines)
 
 
 def read_written_lines(path: Path) -> list[str]:

@@ -1,24 +1,29 @@
 """A sweep's plan: what it will train and how it will decide, fixed before its first run.
 
 The plan is the sweep's name, its arms (recipe and overrides each) and baseline, its
-seeds, its budget, each arm's test set (data.test), the decision rule (with its planned
-looks) and the version of the decision code: a hash of the source of the modules that
-turn runs into a verdict (DECISION_MODULES), so a verdict computed by changed code is not
-passed off as the planned one. Its hash (the first 12 hex digits of the SHA-256 of the
-plan as sorted JSON) is recorded with it (t2.experiments.decisions.planbook) and carried by every
-run's meta.json (train.sweep_plan). `differences` says, field by field, how two plans
+seeds, its budget, each arm's test set (data.test) and the SHA-256 of its test and
+validation references (t2.data.references; a generated task's at each seed, since its
+sets are drawn with the seed), the decision rule (with its planned looks), the versions of
+scipy and sacreBLEU, and the version of the decision code: a hash of the source of the
+modules that turn runs into a verdict (DECISION_MODULES). So a verdict computed by changed
+code, other libraries or on a changed test set is not passed off as the planned one. The
+plan's hash (the first 12 hex digits of the SHA-256 of the plan as sorted JSON) is
+recorded with it (t2.experiments.decisions.planbook) and carried by every run's meta.json
+(train.sweep_plan). `differences` says, field by field, how two plans
 differ, in the words the report discloses them in.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from t2.data.references import references_sha256, seeded
 from t2.experiments.decisions.rule import Rule, rule_from_dict
 from t2.experiments.sweeps.sweepfile import Sweep
 from t2.recipes import load_config
@@ -42,6 +47,8 @@ def decision_modules() -> tuple[str, ...]:
 
 
 DECISION_MODULES = decision_modules()
+VERSIONED = ("scipy", "sacrebleu")  # the libraries whose numbers a verdict reads
+SPLITS = ("test", "valid")  # the splits whose references a plan names
 
 
 def decision_code() -> str:
@@ -55,11 +62,21 @@ def decision_code() -> str:
     return digest.hexdigest()[:12]
 
 
+def versions() -> dict[str, str]:
+    """The installed versions of the libraries a verdict reads (VERSIONED)."""
+    return {name: importlib.metadata.version(name) for name in VERSIONED}
+
+
+# a split's references: their SHA-256, or for a generated task {seed: SHA-256}
+References = dict[str, "str | dict[str, str]"]
+
+
 @dataclass(frozen=True)
 class Arm:
     recipe: str
     overrides: tuple[str, ...]  # the sweep's `set` and the arm's own, as --set writes them
     test: str  # its config's data.test
+    references: References | None = None  # per split (SPLITS); None in a plan before them
 
 
 @dataclass(frozen=True)
@@ -73,20 +90,26 @@ class Plan:
     budget: tuple[str, ...]
     rule: Rule
     code: str  # the decision code's version (decision_code())
+    versions: dict[str, str] | None = None  # versions(); None in a plan before them
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """As plan.json holds it; what a plan recorded before references and versions lacks
+        is left out, so its hash is the one it was recorded with."""
+        arms = {}
+        for name, arm in self.arms.items():
+            arms[name] = {**asdict(arm), "overrides": list(arm.overrides)}
+            if arm.references is None:
+                del arms[name]["references"]
+        found = {
             "sweep": self.sweep,
-            "arms": {
-                name: {**asdict(arm), "overrides": list(arm.overrides)}
-                for name, arm in self.arms.items()
-            },
+            "arms": arms,
             "baseline": self.baseline,
             "seeds": list(self.seeds),
             "budget": list(self.budget),
             "rule": self.rule.to_dict(),
             "decision_code": self.code,
         }
+        return found if self.versions is None else {**found, "versions": self.versions}
 
     def digest(self) -> str:
         """The first 12 hex digits of the SHA-256 of the plan as sorted JSON."""
@@ -95,7 +118,7 @@ class Plan:
 
     def describe(self) -> str:
         arms = ", ".join(f"`{name}`" for name in self.arms)
-        tests = sorted({arm.test for arm in self.arms.values()})
+        tests = sorted({_named(arm) for arm in self.arms.values()})
         budget = ", ".join(self.budget) or "each recipe's own"
         return (
             f"arms {arms} (baseline `{self.baseline}`), seeds {seed_list(self.seeds)}, "
@@ -104,9 +127,17 @@ class Plan:
         )
 
 
+def _named(arm: Arm) -> str:
+    """An arm's test set and its references' SHA-256, as the plan's line names them."""
+    digest = (arm.references or {}).get("test")
+    if digest is None:
+        return arm.test
+    return f"{arm.test} ({'references per seed' if isinstance(digest, dict) else _short(digest)})"
+
+
 def plan_from_dict(raw: dict[str, Any]) -> Plan:
     arms = {
-        name: Arm(str(a["recipe"]), tuple(a["overrides"]), str(a["test"]))
+        name: Arm(str(a["recipe"]), tuple(a["overrides"]), str(a["test"]), a.get("references"))
         for name, a in raw["arms"].items()
     }
     return Plan(
@@ -117,15 +148,27 @@ def plan_from_dict(raw: dict[str, Any]) -> Plan:
         tuple(raw["budget"]),
         rule_from_dict(raw["rule"]),
         str(raw["decision_code"]),
+        raw.get("versions"),
     )
 
 
 def plan_of(sweep: Sweep) -> Plan:
-    """The plan a sweep file states, with today's decision code."""
+    """The plan a sweep file states, with today's decision code and libraries, and each
+    arm's test and validation references (read through the data cache)."""
     arms = {}
     for arm in sweep.arms:
-        cfg = load_config(arm.recipe, sweep.overrides(arm, sweep.seeds[0]))
-        arms[arm.name] = Arm(arm.recipe, arm.overrides, str(cfg.data.test))
+        configs = {s: load_config(arm.recipe, sweep.overrides(arm, s)) for s in sweep.seeds}
+        first = configs[sweep.seeds[0]]
+        refs: References = {}
+        for split in SPLITS:
+            if seeded(getattr(first.data, split)):  # a generated task: drawn with the seed
+                refs[split] = {
+                    str(seed): references_sha256(cfg.data, split, seed)
+                    for seed, cfg in configs.items()
+                }
+            else:
+                refs[split] = references_sha256(first.data, split, first.train.seed)
+        arms[arm.name] = Arm(arm.recipe, arm.overrides, str(first.data.test), refs)
     return Plan(
         sweep.name,
         arms,
@@ -134,6 +177,7 @@ def plan_of(sweep: Sweep) -> Plan:
         sweep.budget,
         sweep.rule,
         decision_code(),
+        versions(),
     )
 
 
@@ -170,7 +214,28 @@ def _arms(old: Plan, new: Plan) -> list[str]:
             )
         if a.test != b.test:
             found.append(f"test set of arm {name}: {a.test} -> {b.test}")
+        for split in SPLITS:
+            was, now = ((arm.references or {}).get(split) for arm in (a, b))
+            if change := _references(was, now):
+                found.append(f"{split} references of arm {name}: {change}")
     return found
+
+
+def _references(was: Any, now: Any) -> str:
+    """How a split's references changed between two plans; empty when they did not (a
+    generated task's are compared at the seeds both plans hold)."""
+    if isinstance(was, dict) and isinstance(now, dict):
+        moved = [int(s) for s in was if s in now and was[s] != now[s]]
+        return f"other sentences at seeds {seed_list(sorted(moved))}" if moved else ""
+    if was == now:
+        return ""
+    return f"{_short(was)} -> {_short(now)}"
+
+
+def _short(digest: Any) -> str:
+    if digest is None:
+        return "not recorded"
+    return "per seed" if isinstance(digest, dict) else f"SHA-256 {digest[:12]}"
 
 
 def differences(old: Plan, new: Plan) -> list[str]:
@@ -185,6 +250,10 @@ def differences(old: Plan, new: Plan) -> list[str]:
             found.append(f"rule {key}: {value} -> {new.rule.to_dict()[key]}")
     if old.code != new.code:
         found.append(f"decision code: {old.code} -> {new.code}")
+    for name in VERSIONED:
+        was, now = ((p.versions or {}).get(name, "not recorded") for p in (old, new))
+        if was != now:
+            found.append(f"{name}: {was} -> {now}")
     if old.sweep != new.sweep:
         found.append(f"sweep name: {old.sweep} -> {new.sweep}")
     return found

@@ -22,9 +22,8 @@ import numpy as np
 import scipy.stats
 from sacrebleu.metrics import BLEU, CHRF
 
-from t2.experiments.sweeps.runs import Run
+from t2.experiments.sweeps.runs import Run, read_run
 from t2.rundir import RunDir
-from t2.rundir.layout import read_written_lines
 
 RESAMPLES = 2000  # the bootstrap's resamples
 SEED = 0  # its draws: fixed, so a report is the same every time
@@ -49,8 +48,10 @@ class Interval:
 @lru_cache(maxsize=256)
 def _stats(folder: str, written: tuple[int, ...], scorer: str) -> np.ndarray:
     """(sentences, statistics) of a run's test translations, cached by folder and stamp."""
-    run = RunDir(folder)
-    hyps, refs = read_written_lines(run.test_hyps), read_written_lines(run.test_refs)
+    found = read_run(folder).test_outputs()  # the one reader of references: sweeps.runs
+    if found is None:
+        raise ValueError(f"{folder} has no test outputs")
+    hyps, refs = found
     metric = SCORERS[scorer]()
     return np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)
 
@@ -62,10 +63,12 @@ def sentence_stats(run: Path, scorer: str) -> np.ndarray:
 
 
 def outputs_stamp(run: Path) -> tuple[int, ...]:
-    """The times (ns) and sizes of a run's test translations and references: a cache key
-    that a rewritten or replaced file moves."""
+    """The times (ns) and sizes of a run's test translations, its meta.json (which names
+    its references by SHA-256) and an older run's copy of them: a cache key that a
+    rewritten or replaced file moves."""
     folder = RunDir(run)
-    found = (folder.test_hyps.stat(), folder.test_refs.stat())
+    files = (folder.test_hyps, folder.meta, folder.test_refs)
+    found = [f.stat() for f in files if f.is_file()]
     return tuple(x for st in found for x in (st.st_mtime_ns, st.st_size))
 
 

@@ -4,7 +4,9 @@ Only the run's own files are read (config.yaml, meta.json, metrics.jsonl, result
 the safetensors header of one checkpoint); no model is built, so a summary takes
 milliseconds. A run's records without its checkpoints (t2 sweep --records) read alike.
 What older runs lack (train_tokens, elapsed_s, stopped_by, machine, the sweep plan's hash)
-reads as None.
+reads as None. A run's test references are read from its data.test and checked against the
+SHA-256 its meta.json names (t2.data.references): `test_references` is the one reader of
+them; a run from before t2 named them reads the copy it kept (RUN/test.refs.txt).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any
 import yaml
 
 from t2.config import load_yaml
-from t2.errors import CheckpointError
+from t2.data.config import DataConfig
+from t2.data.references import lines_sha256, split_references
+from t2.errors import CheckpointError, DataError
 from t2.rundir import RunDir, read_meta, read_records
 from t2.rundir.layout import WEIGHTS, read_written_lines
 
@@ -36,6 +40,7 @@ class Run:
     parameters: int | None  # the best checkpoint's tensor shapes, else results.json's
     machine: str | None  # meta.json's: the device it (last) trained on (t2.machine)
     plan: str | None = None  # meta.json's: the hash of the sweep plan it trained under
+    references: dict[str, str] | None = None  # meta.json's: split -> SHA-256 of its references
 
     @property
     def finished(self) -> bool:
@@ -79,9 +84,32 @@ class Run:
         """The best checkpoint's test translations and their references, a line each;
         None for a run trained before they were written."""
         run = RunDir(self.path)
-        if not (run.test_hyps.is_file() and run.test_refs.is_file()):
+        if not run.test_hyps.is_file():
             return None
-        return read_written_lines(run.test_hyps), read_written_lines(run.test_refs)
+        refs = test_references(self.path, self.config, self.references)
+        return None if refs is None else (read_written_lines(run.test_hyps), refs)
+
+
+def test_references(
+    path: Path, config: dict[str, Any], references: dict[str, str] | None
+) -> list[str] | None:
+    """A run's test references: read from its data.test and checked against the SHA-256
+    its meta.json names (a one-line DataError when they differ); an older run's kept copy
+    (RUN/test.refs.txt) where meta.json names none; else None."""
+    run = RunDir(path)
+    if references is None or "test" not in references:
+        return read_written_lines(run.test_refs) if run.test_refs.is_file() else None
+    section = {k.split(".", 1)[1]: v for k, v in config.items() if k.startswith("data.")}
+    known = DataConfig.__dataclass_fields__
+    cfg = DataConfig(**{k: v for k, v in section.items() if k in known})
+    refs = list(split_references(cfg, "test", int(config.get("train.seed", 0))))
+    if (found := lines_sha256(refs)) != references["test"]:
+        raise DataError(
+            f"{path}: data.test={cfg.test} holds other references than the run was scored "
+            f"on (SHA-256 {found[:12]}, meta.json: {references['test'][:12]}); restore the "
+            f"test set the run was scored on"
+        )
+    return refs
 
 
 def _number(value: Any) -> bool:
@@ -126,5 +154,5 @@ def read_run(path: str | Path) -> Run:
     ckpt = run.best() or run.latest()
     params = checkpoint_parameters(ckpt) if ckpt else (results or {}).get("parameters")
     records = read_records(run.metrics)
-    machine, plan = meta.get("machine"), meta.get("sweep_plan")
-    return Run(run.path, str(recipe), config, records, results, params, machine, plan)
+    machine, plan, refs = meta.get("machine"), meta.get("sweep_plan"), meta.get("references")
+    return Run(run.path, str(recipe), config, records, results, params, machine, plan, refs)

@@ -1,0 +1,56 @@
+"""A split's references and their SHA-256: what a run's test translations are scored
+against, named by content, not by path.
+
+The references are the split's cleaned target sentences, a line each as a run directory
+writes lines (t2.rundir.layout.one_line: a sentence's own line breaks become spaces),
+and their SHA-256 is that of those lines, each ended by a newline: the SHA-256 of the
+file an older run kept as RUN/test.refs.txt. A sweep's plan names each arm's test and
+validation references so (t2.experiments.decisions.plan; a generated task's at each
+seed, since its sets are drawn with the seed), every run's meta.json too (`references`),
+and a report reads a run's test references from its data.test and checks them against it
+(t2.experiments.sweeps.runs, their one reader).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+from collections.abc import Iterable
+
+from t2.data.config import DataConfig
+from t2.rundir.layout import one_line
+
+
+def reference_lines(targets: Iterable[str]) -> list[str]:
+    """Target sentences as a run directory writes them, a line each."""
+    return [one_line(str(t)) for t in targets]
+
+
+def lines_sha256(lines: Iterable[str]) -> str:
+    """The SHA-256 (hex) of the lines, each ended by a newline."""
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def split_references(cfg: DataConfig, split: str, seed: int) -> tuple[str, ...]:
+    """The references of `split` (its cleaned targets) from the source the config names,
+    through the data cache (keyed by the files' content: an edited file is read again);
+    quiet (the data pipeline's lines are for training)."""
+    from t2.data.pipeline import load_pairs
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        pairs = load_pairs(cfg, split, seed)
+    return tuple(reference_lines(pairs["tgt"]))
+
+
+def references_sha256(cfg: DataConfig, split: str, seed: int) -> str:
+    return lines_sha256(split_references(cfg, split, seed))
+
+
+def seeded(spec: str) -> bool:
+    """Whether a split's source (data.test, data.valid) draws its pairs with the run's
+    seed: a generated task does; files and Hub data sets do not."""
+    return spec.startswith("task:")
