@@ -1,9 +1,9 @@
 """Paired significance of two systems on the same sentences, from sacreBLEU's own tests
 (sacrebleu.significance): paired bootstrap resampling (Koehn 2004), with each system's
 mean and 95% confidence interval, and approximate randomization (Riezler & Maxwell 2005),
-with its p-value. A run's test translations and references are written by training
-(RUN/test.hyps.txt, RUN/test.refs.txt, t2.rundir's layout); two runs of one seed share
-their test sentences, so each seed gives one paired comparison.
+with its p-value. A run's test translations are written by training (RUN/test.hyps.txt,
+t2.rundir's layout) and its references read from data.test (t2.experiments.sweeps.runs);
+two runs of one seed share their test sentences, so each seed gives one paired comparison.
 
 The seeds are pooled with their direction: each seed's two-sided approximate-randomization
 p becomes a one-sided p for "the arm is better" (a seed where the arm is significantly
