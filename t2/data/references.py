@@ -14,8 +14,10 @@ and a report reads a run's test references from its data.test and checks them ag
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
+import json
 from collections.abc import Iterable
 
 from t2.data.config import DataConfig
@@ -37,8 +39,18 @@ def lines_sha256(lines: Iterable[str]) -> str:
 
 def split_references(cfg: DataConfig, split: str, seed: int) -> tuple[str, ...]:
     """The references of `split` (its cleaned targets) from the source the config names,
-    through the data cache (keyed by the files' content: an edited file is read again);
-    quiet (the data pipeline's lines are for training)."""
+    through the data cache; quiet (the data pipeline's lines are for training). Kept in
+    memory under the source's identity (its content hash, fingerprint or task and seed:
+    t2.data.sources), so a report that reads them for each of its tables reads them once,
+    and an edited file is read again."""
+    from t2.data.sources import open_source
+
+    identity = json.dumps(open_source(cfg, split, seed).identity, default=str)
+    return _read(cfg, split, seed, identity)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(cfg: DataConfig, split: str, seed: int, identity: str) -> tuple[str, ...]:
     from t2.data.pipeline import load_pairs
 
     with contextlib.redirect_stdout(io.StringIO()):
