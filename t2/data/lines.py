@@ -59,6 +59,12 @@ def _open(path: Path) -> BinaryIO:
         raise DataError(f"{path}: cannot be read ({err.strerror}); check the path") from None
 
 
+def one_line(text: str) -> str:
+    """A sentence as a line of a run's files (t2.rundir's write_lines) and of the references
+    a run is scored against (t2.data.references): its own line breaks become spaces."""
+    return " ".join(text.splitlines())
+
+
 def content_hash(path: Path, block: int = BLOCK) -> str:
     """A fast hash of a file's bytes (xxh3, 128 bits), streamed a block at a time: what a
     cache key holds for a file, so a same-size copy with its old time is another source."""

@@ -2,7 +2,7 @@
 against, named by content, not by path.
 
 The references are the split's cleaned target sentences, a line each as a run directory
-writes lines (t2.rundir.layout.one_line: a sentence's own line breaks become spaces),
+writes lines (t2.data.lines.one_line: a sentence's own line breaks become spaces),
 and their SHA-256 is that of those lines, each ended by a newline: the SHA-256 of the
 file an older run kept as RUN/test.refs.txt. A sweep's plan names each arm's test and
 validation references so (t2.experiments.decisions.plan; a generated task's at each
@@ -21,7 +21,9 @@ import json
 from collections.abc import Iterable
 
 from t2.data.config import DataConfig
-from t2.rundir.layout import one_line
+from t2.data.lines import one_line
+from t2.data.pipeline import load_pairs
+from t2.data.sources import open_source
 
 
 def reference_lines(targets: Iterable[str]) -> list[str]:
@@ -43,16 +45,12 @@ def split_references(cfg: DataConfig, split: str, seed: int) -> tuple[str, ...]:
     memory under the source's identity (its content hash, fingerprint or task and seed:
     t2.data.sources), so a report that reads them for each of its tables reads them once,
     and an edited file is read again."""
-    from t2.data.sources import open_source
-
     identity = json.dumps(open_source(cfg, split, seed).identity, default=str)
     return _read(cfg, split, seed, identity)
 
 
 @functools.lru_cache(maxsize=64)
 def _read(cfg: DataConfig, split: str, seed: int, identity: str) -> tuple[str, ...]:
-    from t2.data.pipeline import load_pairs
-
     with contextlib.redirect_stdout(io.StringIO()):
         pairs = load_pairs(cfg, split, seed)
     return tuple(reference_lines(pairs["tgt"]))
@@ -60,6 +58,11 @@ def _read(cfg: DataConfig, split: str, seed: int, identity: str) -> tuple[str, .
 
 def references_sha256(cfg: DataConfig, split: str, seed: int) -> str:
     return lines_sha256(split_references(cfg, split, seed))
+
+
+def named_references(cfg: DataConfig, seed: int) -> dict[str, str]:
+    """The SHA-256 of the test and validation references, as a run's meta.json names them."""
+    return {split: references_sha256(cfg, split, seed) for split in ("test", "valid")}
 
 
 def seeded(spec: str) -> bool:

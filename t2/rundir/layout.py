@@ -13,6 +13,7 @@ import torch
 
 from t2 import __version__
 from t2.atomic import atomic_text
+from t2.data.lines import one_line
 from t2.errors import CheckpointError, ConfigError
 
 FORMAT = 2  # written by this t2; format 1 (t2 0.1) had no meta.json and a per-process position
@@ -228,11 +229,6 @@ def _missing_in_a_current_run(folder: Path) -> None:
     raise CheckpointError(
         f"{folder} has no {META}: it was damaged after it was written; continue with {instead}"
     )
-
-
-def one_line(text: str) -> str:
-    """A sentence as a line of a run's files: its own line breaks become spaces."""
-    return " ".join(text.splitlines())
 
 
 def write_lines(path: Path, lines: list[str]) -> None:

@@ -24,7 +24,7 @@ from t2.data.batching import BatchSampler
 from t2.data.config import RESUMABLE_DATA
 from t2.data.loader import make_loader
 from t2.data.pipeline import column
-from t2.data.references import references_sha256
+from t2.data.references import named_references
 from t2.errors import ConfigError
 from t2.machine import describe
 from t2.model.summary import estimate_memory
@@ -275,17 +275,9 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         keep_plugins(run.path, loaded())  # copies of the plugins it was given (t2.plugins)
         machine = describe(accelerator.device.type == "cuda")
         sweep = {"sweep_plan": cfg.train.sweep_plan} if cfg.train.sweep_plan else {}
-        references = {  # by content: a report reads them from data.test and checks these
-            split: references_sha256(cfg.data, split, cfg.train.seed) for split in ("test", "valid")
-        }
-        meta = new_meta(
-            world,
-            recipe=recipe,
-            machine=machine,
-            data=stages.record(),
-            references=references,
-            **sweep,
-        )
+        named = named_references(cfg.data, cfg.train.seed)  # read again by a report
+        meta = new_meta(world, recipe=recipe, machine=machine, data=stages.record(), **sweep)
+        meta = {**meta, "references": named}
         write_json(run.meta, meta)
     return Training(
         cfg,
