@@ -80,7 +80,8 @@ class TrainConfig(Section):
     padded_attention: str = choice(*PADDED_ATTENTION)
     # folder of compiled kernels that the runs of a sweep share (t2.train.compile_cache);
     # empty: beside the data cache (data.cache_dir or HF_DATASETS_CACHE/t2, then compile/);
-    # off (or false): torch's default under /tmp only
+    # off (or false): torch's default under /tmp only; ~ and ~/x: the home folder; a
+    # folder name that YAML reads otherwise (" #", 0, yes) goes in quotes
     compile_cache: str = ""
     # bf16 linear weights cast from an fp32 master once per step, not by autocast at every
     # call (t2.train.precision); auto: on CUDA under bf16 when the step runs eagerly
@@ -110,11 +111,17 @@ class TrainConfig(Section):
     sweep_plan: str = ""
 
     def __post_init__(self) -> None:
-        if self.compile_cache is False:  # YAML reads `off` and `false` as false
+        cache = self.compile_cache
+        if cache is False:  # YAML reads `off` and `false` as false
             object.__setattr__(self, "compile_cache", COMPILE_CACHE_OFF)
-        elif not isinstance(self.compile_cache, str):
+        elif cache is None:  # YAML reads a bare `~` as null: the home folder, as typed
+            object.__setattr__(self, "compile_cache", "~")
+        elif not isinstance(cache, str):
+            kind = type(cache).__name__
             raise ConfigError(
-                f"train.compile_cache must be a folder, empty or off, got {self.compile_cache!r}"
+                f"train.compile_cache must be off, false or a folder, got {cache!r} "
+                f"({'an' if kind[0] in 'aeiou' else 'a'} {kind}); put a folder name that YAML "
+                f"reads as another type in quotes"
             )
         super().__post_init__()
         self._at_least(
