@@ -93,6 +93,32 @@ def test_gpu_script_picks_the_interpreter_whose_torch_sees_cuda_and_names_it(tmp
     assert "| part: train-base | skipped: " in summary and "| part: tests | skipped: " in summary
 
 
+def test_relative_paths_are_relative_to_where_gpu_sh_was_run_from(tmp_path):
+    """gpu.sh works in the checkout, but a relative OUT_DIR, --wheels, --data and
+    --compile-cache are the user's: they name folders under the folder gpu.sh was run
+    from (--dry-run prints the install and the parts' command lines, and runs none)."""
+    stand_in_python(tmp_path, "python3", CUDA_TORCH)
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    argv = ["out", "--dry-run", "--wheels", "w", "--data", "d"]  # the full plan reads --data
+    done = subprocess.run(
+        ["bash", str(GPU_SH), *argv, "--compile-cache", "c"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=caller,
+        env={**os.environ, "PYTHON": str(tmp_path / "bin" / "python3")},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"--wheels {caller / 'w'} --site gpu-site" in lines[1], lines[1]
+    parts = [line for line in lines if ": need " in line]
+    assert any(f"{caller / 'out'}/" in line for line in parts), parts
+    assert any(f"train.compile_cache={caller / 'c'}" in line for line in parts), parts
+    assert any(f"{caller / 'd'}" in line for line in parts), parts
+    assert not (caller / "out").exists() and not (ROOT / "out").exists()  # nothing run
+
+
 def test_gpu_plan_runs_parts_under_their_limits_and_skips_what_does_not_fit(tmp_path):
     """A part runs under its limit, one that overruns is cut (exit 124), a failure does
     not stop the run, a part that does not fit in the time left is skipped and the next
