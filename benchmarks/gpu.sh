@@ -22,9 +22,11 @@
 # fallbacks), operators and casts per eager step, FlexAttention with CUDA graphs on
 # base (its SDPA partner: train-base's graphs row, the same seeded padded batches), then
 # v2 compiled without CUDA graphs and big, not warmed up. The warm-up's need is its
-# largest part's (a cold compilation, 90 s until measured, 1.3x beside the others), a
-# timed part's from the compile seconds measured (25 s from the cache until one is; cold
-# for a part not warmed up); a part that does not fit in the time left is skipped and
+# largest part's, a timed part's from the compile seconds measured (cold for a part not
+# warmed up); until a run has measured them (it keeps them in the compile cache's folder,
+# gpu-durations.json, for the next run) the priors of benchmarks/gpu_durations.py: the
+# review's estimates with a 20% margin (a cold compilation 108 s, 1.3x beside the others;
+# 25 s from the cache); a part that does not fit in the time left is skipped and
 # the next tried, modes that do not fit are dropped, and the summary names every mode
 # lost; a part cut at its limit keeps the modes it finished (bench_train writes its JSON
 # after each).

@@ -196,6 +196,36 @@ def test_a_cold_quick_run_brings_back_every_required_row_within_six_minutes(tmp_
     lost_by_name(tmp_path)
 
 
+def test_a_second_run_plans_with_the_seconds_the_first_measured(tmp_path):
+    """A run keeps the seconds it measured in the compile cache's folder (outside OUT): the
+    CUDA tests' whole, each warm-up part's, the largest compilation from the cache. The
+    next run into another OUT plans with them, not with the priors, which a cache that
+    has measured nothing still gets (a cold machine: the review's estimates + MARGIN)."""
+    import math
+
+    replay, durations = load("gpu_replay"), load("gpu_durations")
+    d = replay.Durations(**ISSUE["middle"])
+    cache, first, second = tmp_path / "cache", tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    one = {o.part: o for o in replay.replay(replay.QUICK, d, 355, first, cache=cache)}
+    prior = durations.PRIOR_COMPILE_S * durations.CONTENTION
+    assert durations.PRIOR_COMPILE_S == 90 * durations.MARGIN > 90  # the review's top, + 20%
+    assert one["tests"].need_s == math.ceil(40 + prior)
+    assert one["train-base"].need_s == math.ceil(10 + 2 * 3 + durations.PRIOR_CACHED_S)
+    kept = durations.read(cache)
+    assert kept.parts_s["tests"] == one["tests"].took_s == round(95 * 1.3)
+    warm = "warm-train-base-graphs"
+    assert kept.parts_s[warm] == one[warm].took_s == round((10 + 70) * 1.3)
+    assert kept.warm_compile_s == pytest.approx((10 + 70) * 1.3 - 10)
+    assert kept.cached_compile_s == 20.0
+    two = {o.part: o for o in replay.replay(replay.QUICK, d, 355, second, cache=cache)}
+    assert two["tests"].need_s == kept.parts_s["tests"] < one["tests"].need_s
+    assert two[warm].need_s == kept.parts_s[warm]
+    assert two["train-base"].need_s == 10 + 2 * 3 + 20
+    assert two["tests"].limit_s >= one["tests"].limit_s  # the limits stay cold
+    assert durations.read(tmp_path / "empty") == durations.Measured()
+
+
 def test_a_broken_cache_costs_the_rows_it_cannot_fit_and_names_them(tmp_path):
     """The warm-up ends well but the timed parts miss the cache and compile cold again:
     the plan sees the first part's compile seconds, drops and skips what no longer fits,
