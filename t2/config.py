@@ -38,6 +38,22 @@ __all__ = [
 COMPILE_CACHE_OFF = "off"  # train.compile_cache's word for no folder (t2.train.compile_cache)
 
 
+def compile_cache_as_typed(value: object) -> str:
+    """train.compile_cache as the user typed it, from what YAML made of it."""
+    if value is False:  # YAML reads `off` and `false` as false
+        return COMPILE_CACHE_OFF
+    if value is None:  # YAML reads a bare `~` as null: the home folder, as typed
+        return "~"
+    if not isinstance(value, str):
+        kind = type(value).__name__
+        raise ConfigError(
+            f"train.compile_cache must be off, false or a folder, got {value!r} "
+            f"({'an' if kind[0] in 'aeiou' else 'a'} {kind}); put a folder name that YAML "
+            f"reads as another type in quotes"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class TrainConfig(Section):
     """Optimisation and the training run."""
@@ -111,18 +127,7 @@ class TrainConfig(Section):
     sweep_plan: str = ""
 
     def __post_init__(self) -> None:
-        cache = self.compile_cache
-        if cache is False:  # YAML reads `off` and `false` as false
-            object.__setattr__(self, "compile_cache", COMPILE_CACHE_OFF)
-        elif cache is None:  # YAML reads a bare `~` as null: the home folder, as typed
-            object.__setattr__(self, "compile_cache", "~")
-        elif not isinstance(cache, str):
-            kind = type(cache).__name__
-            raise ConfigError(
-                f"train.compile_cache must be off, false or a folder, got {cache!r} "
-                f"({'an' if kind[0] in 'aeiou' else 'a'} {kind}); put a folder name that YAML "
-                f"reads as another type in quotes"
-            )
+        object.__setattr__(self, "compile_cache", compile_cache_as_typed(self.compile_cache))
         super().__post_init__()
         self._at_least(
             1, "max_steps", "log_every", "eval_every", "save_every", "keep_last", "max_nonfinite"
