@@ -3,7 +3,11 @@
 # already has PyTorch for CUDA, in one call that never touches the network:
 #
 #   bash benchmarks/gpu.sh [OUT_DIR] [--quick] [--budget SECONDS] [--wheels DIR] [--data DIR]
-#                          [--compile-cache DIR]
+#                          [--compile-cache DIR] [--dry-run]
+#
+# A relative OUT_DIR, --wheels, --data or --compile-cache is relative to the folder gpu.sh
+# was run from; the defaults are in the checkout. --dry-run prints the interpreter, the
+# install and the parts' command lines (benchmarks/gpu_run.py --dry-run), and runs none.
 #
 # --quick (6 minutes of wall time, set-up and compilation included: --budget 355 seconds
 # from the script's start, the summary after; benchmarks/gpu_plan.py's QUICK, run by
@@ -18,9 +22,11 @@
 # fallbacks), operators and casts per eager step, FlexAttention with CUDA graphs on
 # base (its SDPA partner: train-base's graphs row, the same seeded padded batches), then
 # v2 compiled without CUDA graphs and big, not warmed up. The warm-up's need is its
-# largest part's (a cold compilation, 90 s until measured, 1.3x beside the others), a
-# timed part's from the compile seconds measured (25 s from the cache until one is; cold
-# for a part not warmed up); a part that does not fit in the time left is skipped and
+# largest part's, a timed part's from the compile seconds measured (cold for a part not
+# warmed up); until a run has measured them (it keeps them in the compile cache's folder,
+# gpu-durations.json, for the next run) the priors of benchmarks/gpu_durations.py: the
+# review's estimates with a 20% margin (a cold compilation 108 s, 1.3x beside the others;
+# 25 s from the cache); a part that does not fit in the time left is skipped and
 # the next tried, modes that do not fit are dropped, and the summary names every mode
 # lost; a part cut at its limit keeps the modes it finished (bench_train writes its JSON
 # after each).
@@ -58,6 +64,7 @@
 # one line on stderr.
 set -euo pipefail
 since=$(date +%s.%N)  # the budget's clock: set-up counts
+caller=$PWD  # the user's relative paths are relative to it, not to the checkout
 cd "$(dirname "$0")/.."
 
 if [[ -n "${PYTHON:-}" ]]; then candidates=("$PYTHON"); else candidates=(python3 python); fi
@@ -75,7 +82,8 @@ if [[ "${1:-}" == "--prepare" ]]; then
   exec "${found[0]}" -m benchmarks.gpu_prepare prepare "$@"
 fi
 
-out="" wheels="gpu-wheels" data="" quick=0 budget="" compile_cache="gpu-compile-cache"
+out="" wheels="gpu-wheels" data="" quick=0 budget="" compile_cache="gpu-compile-cache" dry=0
+from_caller() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$caller/$1"; fi; }
 while [[ $# -gt 0 ]]; do
   if [[ "$1" == --budget || "$1" == --wheels || "$1" == --data || "$1" == --compile-cache ]] \
     && [[ $# -lt 2 || "$2" == -* ]]; then
@@ -84,12 +92,13 @@ while [[ $# -gt 0 ]]; do
   fi
   case "$1" in
     --quick) quick=1; shift ;;
+    --dry-run) dry=1; shift ;;
     --budget) budget=$2; shift 2 ;;
-    --wheels) wheels=$2; shift 2 ;;
-    --data) data=$2; shift 2 ;;
-    --compile-cache) compile_cache=$2; shift 2 ;;
+    --wheels) wheels=$(from_caller "$2"); shift 2 ;;
+    --data) data=$(from_caller "$2"); shift 2 ;;
+    --compile-cache) compile_cache=$(from_caller "$2"); shift 2 ;;
     -*) echo "error: unknown option $1; see the head of benchmarks/gpu.sh" >&2; exit 2 ;;
-    *) out=$1; shift ;;
+    *) out=$(from_caller "$1"); shift ;;
   esac
 done
 if [[ -n "$budget" && ! "$budget" =~ ^[0-9]+$ ]]; then
@@ -121,25 +130,27 @@ fi
 chosen="python $py (Python $py_version): torch $torch_version, CUDA $cuda_version"
 echo "$chosen"
 export PYTHONPATH=$PWD:$PWD/gpu-site${PYTHONPATH:+:$PYTHONPATH}
-"$py" -m benchmarks.gpu_prepare install --wheels "$wheels" --site gpu-site || exit 5
+install=("$py" -m benchmarks.gpu_prepare install --wheels "$(realpath -m "$wheels")" --site gpu-site)
+if [[ $dry == 1 ]]; then echo "install: ${install[*]}"; else "${install[@]}" || exit 5; fi
 if [[ -n "$data" ]]; then export T2_SHARED_DATA=$data
 elif [[ ! -d ../shared/data && -d gpu-data ]]; then export T2_SHARED_DATA=$PWD/gpu-data; fi
 data_dir=${T2_SHARED_DATA:-$(cd .. && pwd)/shared/data}
 
-out=${out:-runs/gpu-$(date +%Y%m%d-%H%M%S)}
+out=$(realpath -m "${out:-runs/gpu-$(date +%Y%m%d-%H%M%S)}")
+compile_cache=$(realpath -m "$compile_cache")
+plan=(--python "$py" --since "$since" --compile-cache "$compile_cache" --data "$data_dir")
+if [[ $quick == 1 ]]; then plan+=(--quick --budget "${budget:-355}"); else plan+=(--budget "${budget:-570}"); fi
+if [[ $dry == 1 ]]; then exec "$py" -m benchmarks.gpu_run "$out" "${plan[@]}" --dry-run; fi
 mkdir -p "$out"
-commit=$(git rev-parse HEAD 2> /dev/null || cat gpu-wheels/COMMIT 2> /dev/null || echo unknown)
+commit=$(git rev-parse HEAD 2> /dev/null || cat "$wheels/COMMIT" 2> /dev/null || echo unknown)
 {
   date -u
   echo "commit $commit"
   echo "$chosen${failed[*]:+; not: ${failed[*]}}"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 } > "$out/device.txt" 2>&1
-compile_cache=$(realpath -m "$compile_cache")
 export TORCHINDUCTOR_CACHE_DIR=$compile_cache/inductor  # the CUDA tests' compilations too
 
-plan=(--python "$py" --since "$since" --compile-cache "$compile_cache" --data "$data_dir")
-if [[ $quick == 1 ]]; then plan+=(--quick --budget "${budget:-355}"); else plan+=(--budget "${budget:-570}"); fi
 "$py" -m benchmarks.gpu_run "$out" "${plan[@]}"
 "$py" -m benchmarks.gpu_summary "$out"
 echo "GPU figures in $out: summary.md and summary.json"

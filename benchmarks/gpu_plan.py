@@ -18,9 +18,10 @@ over (the parts share the cores), not their sum; parts.tsv has each one's second
 The timed parts then run in turn, in order of value. A part's need is estimated from
 whole-model compilations: each compiled row of bench_train records its first
 micro-batch's seconds (t2_compile_s). A timed part loads its compilations from the
-cache: before a timed part has measured one, PRIOR_CACHED_S (PRIOR_COMPILE_S, the top of
-the 50-90 s a cold compilation was estimated at, if the warm-up did not end well or there
-was none), then the largest a timed part measured, so that a cache that missed (a part
+cache: before a timed part has measured one, what the last run with this compile cache
+measured, else PRIOR_CACHED_S (a cold compilation if the warm-up did not end well or there
+was none: the largest the warm-up measured, else PRIOR_COMPILE_S), then the largest a
+timed part measured, so that a cache that missed (a part
 compiled again) shrinks what comes after; a part cut at its limit before a compiled mode
 finished raises it to what that mode must have taken at least. A part runs when its first
 `keep` modes fit in the time left, and the modes after them that do not fit are dropped
@@ -29,7 +30,8 @@ next one tried. Its limit is SLACK times its need with a cold compilation (the l
 measured, never less than PRIOR_COMPILE_S), at most the time left: a part that misses the
 cache is not cut for compiling after all. A part cut at its limit keeps the modes it
 finished (bench_train writes its JSON after each). --dry-run prints the command lines of
-the plan, the warm-up's first, and runs nothing.
+the plan, the warm-up's first, and runs nothing. benchmarks/gpu_durations.py keeps the
+priors, their margin, and the seconds each run measured, which the next run reads.
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-PRIOR_COMPILE_S = 90.0
-PRIOR_CACHED_S = 25.0  # a whole model's compilation loaded from the warm-up's cache
-CONTENTION = 1.3  # a compilation beside the warm-up's others: this much slower than alone
+from benchmarks import gpu_durations
+from benchmarks.gpu_durations import CONTENTION, PRIOR_COMPILE_S, Measured
+
 SLACK = 1.5
 KILL_AFTER_S = 10  # timeout(1)'s -k: a part that ignores SIGTERM is killed this much later
 # whole-model compilations a bench_train mode pays (train_loops.MODES; auto: the recipe's)
@@ -193,19 +195,26 @@ def parts(out: Path) -> list[Outcome]:
     return rows
 
 
-def decide(part: Part, left: float, compile_s: float, cold_s: float = PRIOR_COMPILE_S) -> Outcome:
+def decide(
+    part: Part,
+    left: float,
+    compile_s: float,
+    cold_s: float = PRIOR_COMPILE_S,
+    took_s: float | None = None,
+) -> Outcome:
     """`part` with `left` seconds left, each compilation estimated at `compile_s` (`cold_s`
-    or more when it misses the cache, for the limit): the modes it runs with, or skipped."""
+    or more when it misses the cache, for the limit), a part without modes at `took_s` if
+    an earlier run measured it: the modes it runs with, or skipped."""
     for n in range(len(part.modes), part.keep - 1, -1) if part.modes else [0]:
         modes = part.modes[:n]
-        need = part.need(modes, compile_s)
+        need = took_s if took_s is not None and not part.modes else part.need(modes, compile_s)
         if need <= left:
-            cold = SLACK * part.need(modes, max(compile_s, cold_s))
+            cold = SLACK * max(need, part.need(modes, max(compile_s, cold_s)))
             limit = int(min(left, math.ceil(cold)))
             return Outcome(
                 part.name, int(left), math.ceil(need), limit, 0, "", modes, part.modes[n:]
             )
-    need = part.need(part.modes[: part.keep], compile_s)
+    need = part.need(part.modes[: part.keep], compile_s) if part.modes or took_s is None else took_s
     return Outcome(part.name, int(left), math.ceil(need), 0, 0, "skipped", (), part.modes)
 
 
@@ -252,11 +261,18 @@ def _write(out: Path, done: Outcome) -> None:
 
 
 def warm_up(
-    warm: tuple[Part, ...], out: Path, left: float, execute: Execute, command: Command
+    warm: tuple[Part, ...],
+    out: Path,
+    left: float,
+    execute: Execute,
+    command: Command,
+    known: Measured,
 ) -> list[Outcome]:
-    """The warm-up's parts side by side, each with a cold compilation CONTENTION times
-    slower than alone; those that do not fit in `left` skipped."""
-    decided = [decide(p, left, PRIOR_COMPILE_S * CONTENTION) for p in warm]
+    """The warm-up's parts side by side, each with a compilation as `known` measured it
+    (a cold one CONTENTION times slower than alone); those that do not fit in `left`
+    skipped."""
+    cold_s = PRIOR_COMPILE_S * CONTENTION  # the limits: as on a cold machine
+    decided = [decide(p, left, known.warm_s, cold_s, known.parts_s.get(p.name)) for p in warm]
     jobs = [(p, d, command(p, d.modes)) for p, d in zip(warm, decided, strict=True)]
     _run([j for j in jobs if j[1].status != "skipped"], execute)
     for done in decided:
@@ -271,29 +287,38 @@ def run_plan(
     clock: Callable[[], float],
     execute: Execute,
     command: Command,
+    cache: Path | None = None,
 ) -> list[Outcome]:
     """The warm-up, then each timed part in turn, decided with the time `clock` says is
-    left (seconds since gpu.sh began). Writes OUT/parts.tsv, a line as each part ends."""
+    left (seconds since gpu.sh began) and the seconds the last run with the compile
+    `cache` measured. Writes OUT/parts.tsv, a line as each part ends, and the seconds this
+    run measured into `cache` (benchmarks.gpu_durations)."""
     (out / "parts.tsv").write_text("")
     for part in [*plan.warm, *plan.timed]:  # an earlier run's figures are not this run's
         for suffix in (".json", ".txt"):
             (out / f"{part.name}{suffix}").unlink(missing_ok=True)
-    warm = plan.warm
-    outcomes = warm_up(warm, out, budget - clock(), execute, command)
+    warm, known = plan.warm, gpu_durations.read(cache)
+    outcomes = warm_up(warm, out, budget - clock(), execute, command, known)
     ended = {o.part: o.status for o in outcomes}
     cold = [
         s for w, o in zip(warm, outcomes, strict=True) for s in measured(w, o, rows(out, w.name))
     ]
     cold_s = max(cold, default=PRIOR_COMPILE_S)  # under CONTENTION: a bound, for limits
+    known.warm_compile_s = max(cold, default=known.warm_compile_s)
+    gpu_durations.remember(known, outcomes, cache)
     seen: list[float] = []  # compile seconds the timed parts measured
+    from_cache: list[float] = []  # those of parts whose compilations the warm-up made
     for part in plan.timed:
         # its compilations come from the cache when the warm-up compiled each of them
         cached = all(ended.get(warm_part(part, m).name) == "0" for m in part.modes if COMPILES[m])
-        estimate = max(seen, default=PRIOR_CACHED_S) if cached else max([*seen, cold_s])
-        done = decide(part, budget - clock(), estimate, cold_s)
+        estimate = max(seen, default=known.cached_s) if cached else max([*seen, cold_s])
+        done = decide(part, budget - clock(), estimate, cold_s, known.parts_s.get(part.name))
         if done.status != "skipped":
             _run([(part, done, command(part, done.modes))], execute)
-            seen += measured(part, done, rows(out, part.name))
+            now = measured(part, done, rows(out, part.name))
+            seen, from_cache = seen + now, from_cache + (now if cached else [])
+            known.cached_compile_s = max(from_cache, default=known.cached_compile_s)
+            gpu_durations.remember(known, [done], cache)
         _write(out, done)
         outcomes.append(done)
     return outcomes

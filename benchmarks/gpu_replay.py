@@ -54,10 +54,16 @@ class Durations:
 
 
 def replay(
-    plan: Plan, d: Durations, budget: float, out: Path, cache_broken: bool = False
+    plan: Plan,
+    d: Durations,
+    budget: float,
+    out: Path,
+    cache_broken: bool = False,
+    cache: Path | None = None,
 ) -> list[Outcome]:
     """run_plan over stand-in parts on a simulated clock; rows written under `out`.
-    `cache_broken`: the warm-up ends well, but every timed part compiles cold again."""
+    `cache_broken`: the warm-up ends well, but every timed part compiles cold again.
+    `cache`: the compile cache's folder, whose measured seconds the plan reads and keeps."""
     now = [d.setup_s]
     warmed = {w.name for w in plan.warm}
 
@@ -89,7 +95,8 @@ def replay(
         now[0] += max(took for _, took in ended)
         return ended
 
-    return run_plan(plan, out, budget, lambda: now[0], execute, lambda p, m: [p.name, *m])
+    command = lambda p, m: [p.name, *m]  # noqa: E731
+    return run_plan(plan, out, budget, lambda: now[0], execute, command, cache)
 
 
 def returned(outcomes: list[Outcome], out: Path) -> set[str]:

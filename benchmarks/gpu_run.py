@@ -16,12 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.gpu_durations import CONTENTION, PRIOR_CACHED_S, PRIOR_COMPILE_S
 from benchmarks.gpu_plan import (
-    CONTENTION,
     FULL,
     KILL_AFTER_S,
-    PRIOR_CACHED_S,
-    PRIOR_COMPILE_S,
     QUICK,
     Execute,
     Job,
@@ -102,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         lambda: time.time() - args.since,
         timed(args.out),
         lambda part, modes: command_line(part, modes, args.python, fill),
+        Path(args.compile_cache),  # its gpu-durations.json: this run's seconds, for the next
     )
     sys.stdout.flush()
 

@@ -38,6 +38,22 @@ __all__ = [
 COMPILE_CACHE_OFF = "off"  # train.compile_cache's word for no folder (t2.train.compile_cache)
 
 
+def compile_cache_as_typed(value: object) -> str:
+    """train.compile_cache as the user typed it, from what YAML made of it."""
+    if value is False:  # YAML reads `off` and `false` as false
+        return COMPILE_CACHE_OFF
+    if value is None:  # YAML reads a bare `~` as null: the home folder, as typed
+        return "~"
+    if not isinstance(value, str):
+        kind = type(value).__name__
+        raise ConfigError(
+            f"train.compile_cache must be off, false or a folder, got {value!r} "
+            f"({'an' if kind[0] in 'aeiou' else 'a'} {kind}); put a folder name that YAML "
+            f"reads as another type in quotes"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class TrainConfig(Section):
     """Optimisation and the training run."""
@@ -80,7 +96,8 @@ class TrainConfig(Section):
     padded_attention: str = choice(*PADDED_ATTENTION)
     # folder of compiled kernels that the runs of a sweep share (t2.train.compile_cache);
     # empty: beside the data cache (data.cache_dir or HF_DATASETS_CACHE/t2, then compile/);
-    # off (or false): torch's default under /tmp only
+    # off (or false): torch's default under /tmp only; ~ and ~/x: the home folder; a
+    # folder name that YAML reads otherwise (" #", 0, yes) goes in quotes
     compile_cache: str = ""
     # bf16 linear weights cast from an fp32 master once per step, not by autocast at every
     # call (t2.train.precision); auto: on CUDA under bf16 when the step runs eagerly
@@ -110,12 +127,7 @@ class TrainConfig(Section):
     sweep_plan: str = ""
 
     def __post_init__(self) -> None:
-        if self.compile_cache is False:  # YAML reads `off` and `false` as false
-            object.__setattr__(self, "compile_cache", COMPILE_CACHE_OFF)
-        elif not isinstance(self.compile_cache, str):
-            raise ConfigError(
-                f"train.compile_cache must be a folder, empty or off, got {self.compile_cache!r}"
-            )
+        object.__setattr__(self, "compile_cache", compile_cache_as_typed(self.compile_cache))
         super().__post_init__()
         self._at_least(
             1, "max_steps", "log_every", "eval_every", "save_every", "keep_last", "max_nonfinite"

@@ -93,6 +93,32 @@ def test_gpu_script_picks_the_interpreter_whose_torch_sees_cuda_and_names_it(tmp
     assert "| part: train-base | skipped: " in summary and "| part: tests | skipped: " in summary
 
 
+def test_relative_paths_are_relative_to_where_gpu_sh_was_run_from(tmp_path):
+    """gpu.sh works in the checkout, but a relative OUT_DIR, --wheels, --data and
+    --compile-cache are the user's: they name folders under the folder gpu.sh was run
+    from (--dry-run prints the install and the parts' command lines, and runs none)."""
+    stand_in_python(tmp_path, "python3", CUDA_TORCH)
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    argv = ["out", "--dry-run", "--wheels", "w", "--data", "d"]  # the full plan reads --data
+    done = subprocess.run(
+        ["bash", str(GPU_SH), *argv, "--compile-cache", "c"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=caller,
+        env={**os.environ, "PYTHON": str(tmp_path / "bin" / "python3")},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"--wheels {caller / 'w'} --site gpu-site" in lines[1], lines[1]
+    parts = [line for line in lines if ": need " in line]
+    assert any(f"{caller / 'out'}/" in line for line in parts), parts
+    assert any(f"train.compile_cache={caller / 'c'}" in line for line in parts), parts
+    assert any(f"{caller / 'd'}" in line for line in parts), parts
+    assert not (caller / "out").exists() and not (ROOT / "out").exists()  # nothing run
+
+
 def test_gpu_plan_runs_parts_under_their_limits_and_skips_what_does_not_fit(tmp_path):
     """A part runs under its limit, one that overruns is cut (exit 124), a failure does
     not stop the run, a part that does not fit in the time left is skipped and the next
@@ -168,6 +194,36 @@ def test_a_cold_quick_run_brings_back_every_required_row_within_six_minutes(tmp_
     spent = max(o.took_s for o in warm) + sum(o.took_s for o in timed)  # side by side
     assert ISSUE[name]["setup_s"] + spent <= 355, name
     lost_by_name(tmp_path)
+
+
+def test_a_second_run_plans_with_the_seconds_the_first_measured(tmp_path):
+    """A run keeps the seconds it measured in the compile cache's folder (outside OUT): the
+    CUDA tests' whole, each warm-up part's, the largest compilation from the cache. The
+    next run into another OUT plans with them, not with the priors, which a cache that
+    has measured nothing still gets (a cold machine: the review's estimates + MARGIN)."""
+    import math
+
+    replay, durations = load("gpu_replay"), load("gpu_durations")
+    d = replay.Durations(**ISSUE["middle"])
+    cache, first, second = tmp_path / "cache", tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    one = {o.part: o for o in replay.replay(replay.QUICK, d, 355, first, cache=cache)}
+    prior = durations.PRIOR_COMPILE_S * durations.CONTENTION
+    assert durations.PRIOR_COMPILE_S == 90 * durations.MARGIN > 90  # the review's top, + 20%
+    assert one["tests"].need_s == math.ceil(40 + prior)
+    assert one["train-base"].need_s == math.ceil(10 + 2 * 3 + durations.PRIOR_CACHED_S)
+    kept = durations.read(cache)
+    assert kept.parts_s["tests"] == one["tests"].took_s == round(95 * 1.3)
+    warm = "warm-train-base-graphs"
+    assert kept.parts_s[warm] == one[warm].took_s == round((10 + 70) * 1.3)
+    assert kept.warm_compile_s == pytest.approx((10 + 70) * 1.3 - 10)
+    assert kept.cached_compile_s == 20.0
+    two = {o.part: o for o in replay.replay(replay.QUICK, d, 355, second, cache=cache)}
+    assert two["tests"].need_s == kept.parts_s["tests"] < one["tests"].need_s
+    assert two[warm].need_s == kept.parts_s[warm]
+    assert two["train-base"].need_s == 10 + 2 * 3 + 20
+    assert two["tests"].limit_s >= one["tests"].limit_s  # the limits stay cold
+    assert durations.read(tmp_path / "empty") == durations.Measured()
 
 
 def test_a_broken_cache_costs_the_rows_it_cannot_fit_and_names_them(tmp_path):

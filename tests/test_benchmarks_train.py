@@ -212,25 +212,30 @@ def test_the_benchmark_loop_prepares_its_model_with_train_pys_own_function():
     assert "build_optimizer" not in inspect.getsource(loops.T2Engine)
 
 
-def test_both_loops_count_the_batch_the_loader_served_on_the_host(single_thread, monkeypatch):
-    """bench_train's timed round counts each step's tokens and FLOPs from the batch it
-    returns: for both engines that is the loader's own batch, on the host, so counting it
-    never waits for the GPU (reading a device tensor is a host sync, which would slow one
-    side's figures and not the other's); a device batch is refused in one line."""
+def tiny_loop_inputs(n: int = 2):
+    """A tiny Config and `n` served host batches of (2, 5) tokens."""
     import torch
 
-    loops = load("train_loops")
     from t2.config import Config, ModelConfig
 
     model = ModelConfig(
         vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1
     )
-    cfg = Config(model=model)
     g = torch.Generator().manual_seed(0)
     served = [
         {k: torch.randint(3, 40, (2, 5), generator=g) for k in ("src", "tgt_in", "tgt_out")}
-        for _ in range(2)
+        for _ in range(n)
     ]
+    return Config(model=model), served
+
+
+def test_both_loops_count_the_batch_the_loader_served_on_the_host(single_thread, monkeypatch):
+    """bench_train's timed round counts each step's tokens and FLOPs from the batch it
+    returns: for both engines that is the loader's own batch, on the host, so counting it
+    never waits for the GPU (reading a device tensor is a host sync, which would slow one
+    side's figures and not the other's); a device batch is refused in one line."""
+    loops = load("train_loops")
+    cfg, served = tiny_loop_inputs()
     counted = []
     count = loops.batch_flops
     monkeypatch.setattr(loops, "batch_flops", lambda c, b: counted.append(b) or count(c, b))
@@ -243,3 +248,61 @@ def test_both_loops_count_the_batch_the_loader_served_on_the_host(single_thread,
     on_device = {k: v.to("meta") for k, v in served[0].items()}  # meta: a device's stand-in
     with pytest.raises(ValueError, match="counts the loader's batch on the host"):
         count(cfg, on_device)
+
+
+def test_neither_timed_step_syncs_with_the_device(single_thread):
+    """benchmarks.host_sync follows which tensors would live on the GPU (parameters, their
+    gradients, the step's copies of the batch, and what is computed from them) and records
+    each read of one on the host. t2's step on CUDA's code path makes none; the peer's
+    makes none of its own: the syncs left are transformers' padding check in
+    MarianMTModel (`padding_mask.all()`), which every user of that model pays."""
+    from benchmarks.host_sync import syncs_in_step
+    from t2.model.codepath import simulated
+
+    loops = load("train_loops")
+    cfg, served = tiny_loop_inputs(4)
+    for engine in (loops.T2Engine, loops.MarianEngine):
+        e = engine(cfg, None, None, "fp32", iter(served))
+        for _ in range(2):  # the first step makes the optimizer's state, too
+            with simulated("cuda"):
+                seen = syncs_in_step(e)
+            if engine is loops.T2Engine:
+                assert seen == [], seen
+            else:
+                assert [c for c in seen if "/transformers/" not in c] == [], seen
+
+
+def test_the_sync_detector_catches_a_value_read_in_a_timed_step(single_thread):
+    """Copies of both loops, each with one host read injected in its timed step, are caught
+    at the injected line: the peer counting its device batch (`.tolist()`, the bug that
+    issue 54 found) and t2 reading its running loss (`.item()`)."""
+    import inspect
+
+    from benchmarks.host_sync import syncs_in_step
+    from t2.model.codepath import simulated
+
+    loops = load("train_loops")
+    cfg, served = tiny_loop_inputs(4)
+
+    class CountsOnDevice(loops.MarianEngine):
+        def step(self) -> dict:
+            served = super().step()
+            on_device = {k: v.to(loops.device()) for k, v in served.items()}
+            self.counted = on_device["src"].ne(0).sum(1).tolist()
+            return served
+
+    class ReadsItsLoss(loops.T2Engine):
+        def step(self) -> dict:
+            served = super().step()
+            self.loss = self.stats.loss.item()
+            return served
+
+    for engine, read in ((CountsOnDevice, "tolist"), (ReadsItsLoss, "item")):
+        e = engine(cfg, None, None, "fp32", iter(served))
+        line = next(
+            i for i, s in enumerate(inspect.getsource(engine).splitlines()) if f".{read}()" in s
+        )
+        where = f"{__file__}:{inspect.getsourcelines(engine)[1] + line}"
+        with simulated("cuda"):
+            seen = syncs_in_step(e)
+        assert f"TensorBase.{read} at {where}" in seen, seen

@@ -45,8 +45,49 @@ def test_off_false_and_a_path_are_all_accepted_as_typed_on_the_command_line(tmp_
         assert Config.from_yaml(cfg.to_yaml()).train.compile_cache == "off"
     cfg = load_config("base", [f"train.compile_cache={tmp_path / 'shared'}"])
     assert folder(cfg) == tmp_path / "shared"
-    with pytest.raises(ConfigError, match="train.compile_cache must be a folder, empty or off"):
+    with pytest.raises(ConfigError, match="train.compile_cache must be off, false or a folder"):
         load_config("base", ["train.compile_cache=true"])
+
+
+def test_a_tilde_is_the_home_folder_on_the_command_line_and_in_a_recipe():
+    """`~` (which YAML reads as null) and `~/x` name the home folder, from --set and from a
+    recipe's YAML alike; the config keeps them as typed, so a run's saved config means each
+    machine's own home."""
+    from t2.recipes import load_config
+
+    for typed, home in (("~", Path.home()), ("~/x", Path.home() / "x")):
+        for cfg in (
+            load_config("base", [f"train.compile_cache={typed}"]),
+            Config.from_yaml(f"train:\n  compile_cache: {typed}\n"),
+        ):
+            assert folder(cfg) == home, typed
+            assert Config.from_yaml(cfg.to_yaml()).train.compile_cache == typed
+
+
+def test_a_folder_that_yaml_would_cut_or_retype_is_refused_with_how_to_quote_it():
+    """A value is YAML: ` #` starts a comment and `0` is a number. A --set value cut at
+    ` #` is refused in one line that says to quote it, and a quoted one is kept whole; a
+    value YAML reads as a number, true or a list is refused in one line that names the
+    valid forms and the quoting."""
+    from t2.errors import ConfigError
+    from t2.recipes import load_config
+
+    with pytest.raises(ConfigError, match=r"reads ' #1' as a comment; quote the value") as err:
+        load_config("base", ["train.compile_cache=/data/run #1"])
+    assert "\n" not in str(err.value)
+    quoted = load_config("base", ['train.compile_cache="/data/run #1"'])
+    assert folder(quoted) == Path("/data/run #1")
+    assert Config.from_yaml(quoted.to_yaml()).train.compile_cache == "/data/run #1"
+    assert folder(Config.from_yaml("train:\n  compile_cache: '/data/run #1'\n")) == Path(
+        "/data/run #1"
+    )
+    for typed, read in (("0", "0 (an int)"), ("on", "True (a bool)"), ("[a]", "['a'] (a list)")):
+        with pytest.raises(ConfigError) as err:
+            load_config("base", [f"train.compile_cache={typed}"])
+        assert str(err.value) == (
+            f"train.compile_cache must be off, false or a folder, got {read}; put a folder "
+            f"name that YAML reads as another type in quotes"
+        ), typed
 
 
 def test_one_artifact_file_per_model_and_compile_settings_not_per_run():

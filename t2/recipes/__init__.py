@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +97,24 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             parsed = load_yaml(value) if value else ""
         except yaml.YAMLError:
             raise ConfigError(f"bad override {item!r}: the value is not valid YAML") from None
+        _refuse_a_cut_comment(item, value, parsed)
         out[section] = {**(out.get(section) or {}), field: parsed}  # a section may be null
     return out
+
+
+def _refuse_a_cut_comment(item: str, value: str, parsed: Any) -> None:
+    """A --set value reaches t2 whole (the shell quoted it), so a ` #` that YAML reads as a
+    comment was meant as text: refused, rather than a value silently cut short."""
+    cut = re.search(r"(^|\s)#.*", value)
+    try:
+        dropped = cut is not None and load_yaml(value[: cut.start()] or "null") == parsed
+    except yaml.YAMLError:  # the `#` is inside quotes: cutting there breaks them
+        dropped = False
+    if dropped:
+        raise ConfigError(
+            f"bad override {item!r}: YAML reads {cut.group()!r} as a comment; quote the value "
+            f"(--set '{item.partition('=')[0]}=\"{value}\"')"
+        )
 
 
 def load_config(
