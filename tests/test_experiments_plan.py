@@ -87,7 +87,8 @@ def test_the_plan_is_recorded_before_the_first_run_and_carried_by_every_run(tmp_
 def test_the_decision_codes_version_is_a_hash_of_its_modules():
     digest = hashlib.sha256()
     for name in DECISION_MODULES:
-        text = (ROOT / "t2" / "experiments" / f"{name.replace('.', '/')}.py").read_bytes()
+        full = name if name.startswith("t2.") else f"t2.experiments.{name}"
+        text = (ROOT / f"{full.replace('.', '/')}.py").read_bytes()
         digest.update(name.encode() + b"\0" + text + b"\0")
     assert decision_code() == digest.hexdigest()[:12]
     parts = {"decisions.rule", "decisions.verdict", "statistics.bootstrap", "statistics.twoway"}
@@ -115,9 +116,9 @@ def test_every_module_a_verdict_imports_is_in_the_decision_code():
             ):
                 todo.append(node.module.removeprefix("t2.experiments."))
     missing = {n for n in seen if (base / f"{n.replace('.', '/')}.py").is_file()}
-    assert missing - set(DECISION_MODULES) <= {"sweeps.runs", "sweeps.sweepfile"}, missing - set(
-        DECISION_MODULES
-    )
+    assert missing - set(DECISION_MODULES) <= {"sweeps.sweepfile"}, missing - set(DECISION_MODULES)
+    # the reader of a run's test outputs and the check of their references (issue 52 review)
+    assert {"sweeps.runs", "t2.data.references"} <= set(DECISION_MODULES)
 
 
 def test_the_plan_pins_its_references_and_libraries(tmp_path):
@@ -134,6 +135,7 @@ def test_the_plan_pins_its_references_and_libraries(tmp_path):
     refs = planned.arms["a"].references
     want = hashlib.sha256((data / "test.en").read_bytes()).hexdigest()
     assert refs is not None and refs["test"] == want
+    assert sorted(refs) == ["test", "test_source", "valid", "valid_source"]
     assert planned.to_dict()["versions"] == {
         "scipy": scipy.__version__,
         "sacrebleu": sacrebleu.__version__,
@@ -145,6 +147,12 @@ def test_the_plan_pins_its_references_and_libraries(tmp_path):
     assert f"test references of arm a: SHA-256 {want[:12]} -> SHA-256 " in "; ".join(
         differences(planned, again)
     )
+    (data / "test.de").write_text("".join(f"de {i}\n" for i in range(19)) + "de edited\n")
+    told = differences(again, plan_of(sweep))  # the source side edited: another test set
+    assert [line.split(":")[0] for line in told] == [
+        "test sources of arm a",
+        "test sources of arm b",
+    ]
     old = json.loads(json.dumps(planned.to_dict()))  # a plan recorded before references
     del old["versions"]
     for arm in old["arms"].values():

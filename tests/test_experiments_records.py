@@ -110,7 +110,8 @@ def _scored_run(tmp_path, refs: list[str], named: bool):
     write_lines(RunDir(run).test_hyps, refs)
     if named:
         meta = json.loads((run / "meta.json").read_text())
-        meta["references"] = {"test": lines_sha256(refs)}
+        sources = [f"de {i}" for i in range(len(refs))]
+        meta["references"] = {"test": lines_sha256(refs), "test_source": lines_sha256(sources)}
         (run / "meta.json").write_text(json.dumps(meta))
     else:
         write_lines(RunDir(run).test_refs, refs)
@@ -124,6 +125,7 @@ def test_references_are_read_from_the_test_set_and_checked(tmp_path):
 
     from t2.errors import DataError
     from t2.experiments.sweeps.runs import read_run
+    from t2.rundir.layout import write_lines
 
     refs = [f"a sentence {i}" for i in range(30)]
     run, data = _scored_run(tmp_path, refs, named=True)
@@ -133,6 +135,14 @@ def test_references_are_read_from_the_test_set_and_checked(tmp_path):
     with pytest.raises(DataError, match=r"holds other references than the run was scored on") as e:
         read_run(run).test_outputs()
     assert "\n" not in str(e.value) and "restore the test set" in str(e.value)
+    write_lines(data / "test.en", refs)
+    write_lines(data / "test.de", ["de 0 edited", *[f"de {i}" for i in range(1, len(refs))]])
+    with pytest.raises(DataError, match=r"holds other source sentences than the run was scored"):
+        read_run(run).test_outputs()  # translations of other sentences: another test set
+    for name in ("test.de", "test.en"):
+        (data / name).unlink()
+    with pytest.raises(DataError, match=r"its test set data.test=files:.* cannot be read from "):
+        read_run(run).test_outputs()  # records carried without their test set: named so
 
 
 def test_an_older_runs_copy_is_read_and_converted_when_its_records_are_kept(tmp_path):

@@ -274,7 +274,7 @@ def test_a_test_figure_without_its_table_has_no_verdict(tmp_path):
     assert evidence.headline(0.95) is None and evidence.standard_error() is None
     word, why = judge(Rule(), evidence, None, None, None, [])  # type: ignore[arg-type]
     assert word == UNDECIDED and why.startswith("no verdict: the test set's variance")
-    assert "keep test.hyps" in why and "\n" not in why
+    assert "keep each run's test.hyps.txt" in why and "\n" not in why
     unpaired = Evidence(BY_KEY["test_bleu"], runs["dyt"][:1], runs["layernorm"][1:])
     assert unpaired.headline(0.95) is None
     assert unpaired.refusal.startswith("no verdict: the arms share no seed")
@@ -301,3 +301,36 @@ def test_the_table_is_read_again_when_a_runs_outputs_are_replaced(tmp_path):
     os.utime(target, ns=(stamp, stamp))  # same time: the size still tells
     after = seeds_and_sentences(arm, base, "bleu")
     assert after.diff != pytest.approx(before.diff)
+
+
+def test_seeds_on_test_sets_of_their_own_are_read_by_the_paired_t(tmp_path):
+    """Issue 52 review: a generated task draws each seed's test set with the seed, so no
+    two seeds share sentences and there is no seeds x sentences table. Each seed's
+    difference then holds its own test set's noise, independent of the others': the
+    paired t over seeds counts it, and the verdict reads it (not 'no verdict ... keep
+    test.hyps', the advice for lost outputs)."""
+    from test_experiments_report import fake_run
+
+    from t2.experiments.decisions.rule import Rule
+    from t2.experiments.decisions.verdict import judge
+    from t2.rundir.layout import write_lines
+
+    runs: dict[str, list] = {"a": [], "b": []}
+    for seed in (1, 2, 3, 4):
+        refs = [f"seed {seed} sentence {i} of its own" for i in range(20)]
+        for side, loss in (("a", 2.0 + 0.1 * seed), ("b", 3.0 - 0.05 * seed)):
+            path = tmp_path / side / f"seed-{seed}"
+            fake_run(path, "quickstart", [f"train.seed={seed}"], loss)
+            write_lines(RunDir(path).test_hyps, refs)
+            write_lines(RunDir(path).test_refs, refs)  # an older run's kept copy
+            runs[side].append(read_run(path))
+    evidence = Evidence(BY_KEY["test_bleu"], runs["a"], runs["b"])
+    diffs = [x.result("bleu") - y.result("bleu") for x, y in zip(runs["a"], runs["b"], strict=True)]
+    t = scipy.stats.ttest_1samp(diffs, 0.0).confidence_interval(0.95)
+    found = evidence.headline(0.95)
+    assert evidence.refusal is None and found is not None
+    assert (found.low, found.high) == pytest.approx((t.low, t.high))
+    assert "each on its own test sentences" in found.method
+    assert evidence.standard_error()[1] == 3
+    word, why = judge(Rule(), evidence, None, None, None, [])  # type: ignore[arg-type]
+    assert "no verdict" not in why and "each on its own test sentences" in why

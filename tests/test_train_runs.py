@@ -285,7 +285,9 @@ def test_a_finished_run_keeps_its_test_translations_and_names_its_references(tin
 
     hyps, refs = read_run(tiny_run).test_outputs()
     named = json.loads((tiny_run / "meta.json").read_text())["references"]
-    assert named["test"] == lines_sha256(refs) and len(named["valid"]) == 64
+    assert named["test"] == lines_sha256(refs)
+    assert sorted(named) == ["test", "test_source", "valid", "valid_source"]
+    assert all(len(digest) == 64 for digest in named.values())
     assert not (tiny_run / "test.refs.txt").exists()
     results = json.loads((tiny_run / "results.json").read_text())
     # the parameters are kept where the weights are not (t2 sweep --records), and meta.json
@@ -335,3 +337,42 @@ def test_a_nan_validation_is_never_the_best_and_the_stop_message_is_true(tmp_pat
     else:
         assert math.isfinite(validations[int(best.name.split("-")[1])])
         assert f"its best checkpoint, {best}, is intact" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_restart_keeps_the_hashes_of_the_sentences_its_translations_were_scored_on(
+    tmp_path, tiny_run, monkeypatch
+):
+    """Issue 52 review: meta.json names the test sentences that test.hyps.txt was scored
+    on. A restart cut off before it scores again keeps those names (a report then refuses
+    a test set that changed, rather than reading new references against old translations);
+    a scoring cut off before results.json leaves an unfinished run, never a finished one
+    whose translations and hashes differ."""
+    import shutil
+
+    import t2.train.run as run_module
+    from t2.errors import DataError
+    from t2.experiments.sweeps.runs import read_run
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    meta = json.loads((run / "meta.json").read_text())
+    scored = {**meta["references"], "test": "f" * 64}  # as if scored on other sentences
+    (run / "meta.json").write_text(json.dumps({**meta, "references": scored}))
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "score_test_split", cut)
+    train_here(run, "--resume", "--set", "train.max_steps=7", check=False)
+    assert json.loads((run / "meta.json").read_text())["references"]["test"] == "f" * 64
+    with pytest.raises(DataError, match="holds other references than the run was scored on"):
+        read_run(run).test_outputs()
+    monkeypatch.undo()
+    monkeypatch.setattr(run_module, "write_results", cut)
+    train_here(run, "--resume", "--set", "train.max_steps=8", check=False)
+    assert not read_run(run).finished
+    assert (
+        json.loads((run / "meta.json").read_text())["references"]["test"]
+        == meta["references"]["test"]
+    )

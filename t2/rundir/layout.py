@@ -191,6 +191,16 @@ def new_meta(world_size: int, **extra: Any) -> dict[str, Any]:
     }
 
 
+def scored_references(folder: Path) -> dict[str, str]:
+    """What a run's meta.json names of the test set its translations (test.hyps.txt) were
+    scored on (`references`: test and test_source, t2.data.references): a restart carries
+    them, since they belong to the translations on disk, until the run is scored again."""
+    if not (Path(folder) / META).is_file():
+        return {}
+    named = read_meta(Path(folder)).get("references") or {}
+    return {key: named[key] for key in ("test", "test_source") if key in named}
+
+
 def read_meta(folder: Path) -> dict[str, Any]:
     """A run's or checkpoint's meta.json, its format checked; format 1 had none."""
     path = Path(folder) / META

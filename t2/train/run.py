@@ -9,9 +9,10 @@ from typing import Any
 from t2.config import Config
 from t2.data.encode import encode_pairs
 from t2.data.pipeline import load_pairs
+from t2.data.references import pairs_named
 from t2.model.summary import count_parameters
 from t2.rundir import RunDir, load_weights, resolve
-from t2.rundir.layout import write_lines
+from t2.rundir.layout import read_meta, write_json, write_lines
 from t2.rundir.store import full_disk_resumes
 from t2.train.loop import eval_loader, train, write_results
 from t2.train.preempt import ends_at_once
@@ -42,9 +43,11 @@ def _train_and_score(
 def score_test_split(
     run: Training, best: Path, recipe: str, outcome: dict[str, Any]
 ) -> dict[str, Any]:
-    """The main process translates the test split with the best checkpoint and writes
-    results.json and the translations (their references are named in meta.json by their
-    SHA-256, t2.data.references, and read again from data.test)."""
+    """The main process translates the test split with the best checkpoint and writes the
+    translations, the SHA-256 of the pairs it scored in meta.json (`references`: test and
+    test_source, t2.data.references; a report reads them again from data.test and checks
+    them) and results.json, in that order, an older results.json removed first: a run cut
+    off in between is unfinished, never finished with translations and hashes that differ."""
     acc = run.accelerator
     model = acc.unwrap_model(run.model)
     load_weights(model, best)
@@ -69,7 +72,11 @@ def score_test_split(
         **outcome,
         **scores,
     }
+    run.run_dir.results.unlink(missing_ok=True)
     write_lines(run.run_dir.test_hyps, hyps)
+    meta = read_meta(run.run_dir.path)
+    named = {**(meta.get("references") or {}), **pairs_named(pairs, "test")}
+    write_json(run.run_dir.meta, {**meta, "references": named})
     run.run_dir.test_refs.unlink(missing_ok=True)  # an older run's copy: meta.json names them
     write_results(run.run_dir, results)
     return results

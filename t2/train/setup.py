@@ -24,13 +24,14 @@ from t2.data.batching import BatchSampler
 from t2.data.config import RESUMABLE_DATA
 from t2.data.loader import make_loader
 from t2.data.pipeline import column
-from t2.data.references import named_references
+from t2.data.references import pairs_named
 from t2.errors import ConfigError
 from t2.machine import describe
 from t2.model.summary import estimate_memory
 from t2.model.transformer import Transformer
 from t2.plugins import loaded
 from t2.rundir import RunDir, keep_plugins, load_kept, new_meta, read_meta, write_json
+from t2.rundir.layout import scored_references
 from t2.train.collective import Waits, rendezvous
 from t2.train.compile_cache import CompileCache
 from t2.train.compiling import TrainingForward, wanted
@@ -275,10 +276,9 @@ def build_run(cfg: Config, recipe: str, run_dir: Path, resume: bool, wandb: str)
         keep_plugins(run.path, loaded())  # copies of the plugins it was given (t2.plugins)
         machine = describe(accelerator.device.type == "cuda")
         sweep = {"sweep_plan": cfg.train.sweep_plan} if cfg.train.sweep_plan else {}
-        named = named_references(cfg.data, cfg.train.seed)  # read again by a report
+        named = {**scored_references(run.path), **pairs_named(valid_pairs, "valid")}
         meta = new_meta(world, recipe=recipe, machine=machine, data=stages.record(), **sweep)
-        meta = {**meta, "references": named}
-        write_json(run.meta, meta)
+        write_json(run.meta, {**meta, "references": named})
     return Training(
         cfg,
         accelerator,

@@ -23,19 +23,25 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from t2.data.references import references_sha256, seeded
+from t2.data.references import SIDES, seeded, split_named
 from t2.experiments.decisions.rule import Rule, rule_from_dict
 from t2.experiments.sweeps.sweepfile import Sweep
 from t2.recipes import load_config
 
 # the code whose change can change a verdict: every module of the decisions and statistics
-# packages, the figures they read, and the report's parts that print a verdict
+# packages, the figures they read, the reader of a run's test outputs and the check of its
+# references (sweeps.runs, t2.data.references: the SHA-256 check makes the references
+# independent of the data pipeline's code), and the report's parts that print a verdict
 DECIDING_PACKAGES = ("decisions", "statistics")
-DECIDING_MODULES = ("sweeps.metrics", "reports.tables", "reports.paired", "reports.disclosure")
+DECIDING_MODULES = (
+    *("sweeps.metrics", "sweeps.runs", "reports.tables", "reports.paired", "reports.disclosure"),
+    "t2.data.references",  # a name starting with t2.: outside t2.experiments
+)
 
 
 def decision_modules() -> tuple[str, ...]:
-    """The modules hashed into the plan's code version, as HOME.MODULE under t2.experiments."""
+    """The modules hashed into the plan's code version, as HOME.MODULE under t2.experiments
+    (or a whole name, t2.X, outside it)."""
     here = Path(__file__).resolve().parent.parent
     found = [
         f"{home}.{path.stem}"
@@ -48,14 +54,17 @@ def decision_modules() -> tuple[str, ...]:
 
 DECISION_MODULES = decision_modules()
 VERSIONED = ("scipy", "sacrebleu")  # the libraries whose numbers a verdict reads
-SPLITS = ("test", "valid")  # the splits whose references a plan names
+SPLITS = ("test", "valid")  # the splits whose references (and source sentences) a plan names
+KEYS = tuple(split + suffix for split in SPLITS for suffix in SIDES.values())
 
 
 def decision_code() -> str:
     """The decision code's version: a hash of its modules' source, each under its name."""
     digest = hashlib.sha256()
     for name in DECISION_MODULES:
-        spec = importlib.util.find_spec(f"t2.experiments.{name}")
+        spec = importlib.util.find_spec(
+            name if name.startswith("t2.") else f"t2.experiments.{name}"
+        )
         assert spec is not None and spec.origin is not None
         text = Path(spec.origin).read_bytes().replace(b"\r\n", b"\n")
         digest.update(name.encode() + b"\0" + text + b"\0")
@@ -76,7 +85,7 @@ class Arm:
     recipe: str
     overrides: tuple[str, ...]  # the sweep's `set` and the arm's own, as --set writes them
     test: str  # its config's data.test
-    references: References | None = None  # per split (SPLITS); None in a plan before them
+    references: References | None = None  # per KEYS; None in a plan recorded before them
 
 
 @dataclass(frozen=True)
@@ -162,12 +171,11 @@ def plan_of(sweep: Sweep) -> Plan:
         refs: References = {}
         for split in SPLITS:
             if seeded(getattr(first.data, split)):  # a generated task: drawn with the seed
-                refs[split] = {
-                    str(seed): references_sha256(cfg.data, split, seed)
-                    for seed, cfg in configs.items()
-                }
+                found = {str(s): split_named(c.data, split, s) for s, c in configs.items()}
+                for key in found[str(sweep.seeds[0])]:
+                    refs[key] = {seed: named[key] for seed, named in found.items()}
             else:
-                refs[split] = references_sha256(first.data, split, first.train.seed)
+                refs.update(split_named(first.data, split, first.train.seed))
         arms[arm.name] = Arm(arm.recipe, arm.overrides, str(first.data.test), refs)
     return Plan(
         sweep.name,
@@ -214,10 +222,11 @@ def _arms(old: Plan, new: Plan) -> list[str]:
             )
         if a.test != b.test:
             found.append(f"test set of arm {name}: {a.test} -> {b.test}")
-        for split in SPLITS:
-            was, now = ((arm.references or {}).get(split) for arm in (a, b))
+        for key in KEYS:
+            was, now = ((arm.references or {}).get(key) for arm in (a, b))
             if change := _references(was, now):
-                found.append(f"{split} references of arm {name}: {change}")
+                what = key.replace("_source", " sources") if "_" in key else f"{key} references"
+                found.append(f"{what} of arm {name}: {change}")
     return found
 
 

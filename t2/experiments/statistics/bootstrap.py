@@ -121,3 +121,17 @@ def shared_outputs(
     if len(arms) < 2 or len(refs) != 1:
         return None
     return tuple(arms), tuple(bases)
+
+
+def own_test_sets(arm: Mapping[int, Run], base: Mapping[int, Run]) -> int | None:
+    """The shared seeds, when each seed's two runs have test outputs on the same sentences
+    but no two seeds share them (a generated task draws its test set with the seed), two
+    seeds or more; else None. Each seed's difference then carries its own test set's
+    noise, independent of the others', so their spread counts it."""
+    refs = []
+    for seed in sorted(set(arm) & set(base)):
+        found = arm[seed].test_outputs(), base[seed].test_outputs()
+        if found[0] is None or found[1] is None or found[0][1] != found[1][1]:
+            return None
+        refs.append(tuple(found[0][1]))
+    return len(refs) if len(refs) >= 2 and len(set(refs)) == len(refs) else None

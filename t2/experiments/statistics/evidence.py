@@ -18,12 +18,16 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from t2.experiments.statistics.bootstrap import shared_outputs
+from t2.experiments.statistics.bootstrap import own_test_sets, shared_outputs
 from t2.experiments.statistics.seeds import OverSeeds, over_seeds
 from t2.experiments.statistics.sequential import Look, repeated_half_width
 from t2.experiments.statistics.twoway import Parts, seeds_and_sentences
 from t2.experiments.sweeps.metrics import Metric, by_seed, runs_by_seed
 from t2.experiments.sweeps.runs import Run
+
+# a paired t over seeds that each scored on test sentences of their own (a generated task's):
+# the seeds' spread holds each test set's noise, so the t counts it
+OWN_SETS = ", each on its own test sentences (their spread counts the test sets' noise)"
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,13 @@ class Evidence:
         self.diffs = [self.arm[s] - self.base[s] for s in shared]
         self.outputs = None
         self.left_out: list[str] = []
+        self.own_sets = False  # each seed on its own test sentences (a generated task)
         if metric.sentences:
-            self.outputs = shared_outputs(runs_by_seed(arm, metric), runs_by_seed(base, metric))
-            self.left_out = _left_out(metric, arm, base, self.outputs)
+            sides = runs_by_seed(arm, metric), runs_by_seed(base, metric)
+            self.outputs = shared_outputs(*sides)
+            self.own_sets = self.outputs is None and own_test_sets(*sides) is not None
+            if not self.own_sets:
+                self.left_out = _left_out(metric, arm, base, self.outputs)
 
     @property
     def n(self) -> int:
@@ -81,7 +89,7 @@ class Evidence:
     def refusal(self) -> str | None:
         """Why a test figure has no interval to read a verdict from, in one line; None
         when it has one (or is not a test figure)."""
-        if not self.metric.sentences or self.outputs is not None:
+        if not self.metric.sentences or self.outputs is not None or self.own_sets:
             return None
         if not self.diffs:
             return (
@@ -89,9 +97,11 @@ class Evidence:
                 "told from the seeds'; run both on the same seeds"
             )
         missing = f" ({'; '.join(self.left_out)})" if self.left_out else ""
+        lost = any("no test outputs" in why for why in self.left_out)
         return (
             "no verdict: the test set's variance cannot be estimated without test outputs "
-            f"for two seeds or more{missing}; keep test.hyps"
+            f"on the same sentences for two seeds or more{missing}"
+            + ("; keep each run's test.hyps.txt" if lost else "")
         )
 
     def two_level(self, level: float) -> Span | None:
@@ -117,12 +127,12 @@ class Evidence:
     def headline(self, level: float) -> Span | None:
         """The interval at `level` that counts every source of noise it can; None with
         fewer than two seeds to pair, or for a test figure without its table (`refusal`)."""
-        if (found := self.two_level(level)) is not None or self.metric.sentences:
+        if (found := self.two_level(level)) is not None or self._needs_table:
             return found
         over = self.over(level)
         if not over.t.has_interval:
             return None
-        method = f"{over.method} over {over.n} seeds"
+        method = f"{over.method} over {over.n} seeds{OWN_SETS if self.own_sets else ''}"
         return Span(over.t.diff, over.t.low, over.t.high, level, method)  # type: ignore[arg-type]
 
     def standard_error(self) -> tuple[float, int, str] | None:
@@ -130,10 +140,16 @@ class Evidence:
         freedom and where it comes from."""
         if (parts := self.parts()) is not None:
             return float(parts.standard_error), parts.df, "t over seeds and sentences"
-        if self.n < 2 or self.metric.sentences:
+        if self.n < 2 or self._needs_table:
             return None
         se = statistics.stdev(self.diffs) / math.sqrt(self.n)
-        return se, self.n - 1, f"paired t over {self.n} seeds"
+        return se, self.n - 1, f"paired t over {self.n} seeds{OWN_SETS if self.own_sets else ''}"
+
+    @property
+    def _needs_table(self) -> bool:
+        """A test figure on test sentences the seeds share: its interval must count the
+        test set's variance, which only the seeds x sentences table gives."""
+        return bool(self.metric.sentences) and not self.own_sets
 
     def repeated(self, look: Look) -> Span | None:
         """The look's repeated confidence interval: the headline's statistic at the look's

@@ -22,7 +22,7 @@ import yaml
 
 from t2.config import load_yaml
 from t2.data.config import DataConfig
-from t2.data.references import lines_sha256, split_references
+from t2.data.references import split_named, split_references
 from t2.errors import CheckpointError, DataError
 from t2.rundir import RunDir, read_meta, read_records
 from t2.rundir.layout import WEIGHTS, read_written_lines
@@ -94,7 +94,8 @@ def test_references(
     path: Path, config: dict[str, Any], references: dict[str, str] | None
 ) -> list[str] | None:
     """A run's test references: read from its data.test and checked against the SHA-256
-    its meta.json names (a one-line DataError when they differ); an older run's kept copy
+    its meta.json names of them and of their source sentences (a one-line DataError when
+    either differs, or when data.test is not here); an older run's kept copy
     (RUN/test.refs.txt) where meta.json names none; else None."""
     run = RunDir(path)
     if references is None or "test" not in references:
@@ -102,14 +103,24 @@ def test_references(
     section = {k.split(".", 1)[1]: v for k, v in config.items() if k.startswith("data.")}
     known = DataConfig.__dataclass_fields__
     cfg = DataConfig(**{k: v for k, v in section.items() if k in known})
-    refs = list(split_references(cfg, "test", int(config.get("train.seed", 0))))
-    if (found := lines_sha256(refs)) != references["test"]:
+    seed = int(config.get("train.seed", 0))
+    try:
+        today = split_named(cfg, "test", seed)
+    except DataError as err:
         raise DataError(
-            f"{path}: data.test={cfg.test} holds other references than the run was scored "
-            f"on (SHA-256 {found[:12]}, meta.json: {references['test'][:12]}); restore the "
-            f"test set the run was scored on"
-        )
-    return refs
+            f"{path}: its test set data.test={cfg.test} cannot be read from {Path.cwd()} "
+            f"({err}); a report reads the references from it: run from the folder the run "
+            f"was trained from, or restore the test set"
+        ) from None
+    for key in ("test", "test_source"):
+        if key in references and today[key] != references[key]:
+            side = "source sentences" if key == "test_source" else "references"
+            raise DataError(
+                f"{path}: data.test={cfg.test} holds other {side} than the run was scored "
+                f"on (SHA-256 {today[key][:12]}, meta.json: {references[key][:12]}); restore "
+                f"the test set the run was scored on"
+            )
+    return list(split_references(cfg, "test", seed))
 
 
 def _number(value: Any) -> bool:
