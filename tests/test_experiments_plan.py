@@ -280,3 +280,16 @@ def test_report_004s_plan_is_said_to_be_reconstructed():
     assert f"The plan (hash `{book.planned.digest}`), **reconstructed after the fact**" in top
     assert "before the first run" not in top.replace("not recorded before the runs", "")
     assert "30 record no plan" in top  # its runs trained before plans were recorded
+
+
+@pytest.mark.parametrize("name", ["report004", "dyt", "dyt_pre"])
+def test_the_committed_reports_newest_plan_is_todays_decision_code(name):
+    """Issue 52 review: a committed report is reproduced by the command its page documents
+    only when its newest plan is today's decision code; a change to the code that decides
+    asks for the reports to be rendered again (`t2 sweep FILE --records
+    docs/results/NAME/records --report-only --plan-changed`, docs/results/report004.md)."""
+    book = json.loads((ROOT / "docs" / "results" / name / "records" / FILE).read_text())
+    newest = book["plans"][-1]["plan"]
+    assert newest["decision_code"] == decision_code(), (
+        f"docs/results/{name}/records was rendered by other decision code: render it again"
+    )
