@@ -159,7 +159,7 @@ def test_set_values_with_folders_reach_the_config_whole():
     for name in ("train-base", "mixed"):
         argv = run.command_line(by_name[name], (), "py", fill)
         sets = [a.removeprefix("--set=") for a in argv if a.startswith("--set=")]
-        sets += [b for a, b in zip(argv, argv[1:]) if a == "--set"]
+        sets += [b for a, b in zip(argv, argv[1:], strict=False) if a == "--set"]
         cfg = load_config("base", sets)
         assert cfg.train.compile_cache == "/c #x: y", (name, sets)
         if name == "mixed":
