@@ -295,6 +295,49 @@ def test_a_second_run_plans_with_the_seconds_the_first_measured(tmp_path):
     assert durations.read(tmp_path / "empty") == durations.Measured()
 
 
+CORRUPT = {
+    "nan": '{"warm_compile_s": NaN, "cached_compile_s": NaN, "parts_s": {"tests": NaN}}',
+    "infinity": '{"warm_compile_s": Infinity, "parts_s": {"tests": -Infinity}}',
+    "strings": '{"warm_compile_s": "70", "cached_compile_s": "x", "parts_s": {"tests": "95"}}',
+    "null": '{"warm_compile_s": null, "cached_compile_s": null, "parts_s": null}',
+    "lists": '{"warm_compile_s": [70], "cached_compile_s": [], "parts_s": [["tests", 9]]}',
+    "negative": '{"warm_compile_s": -70, "cached_compile_s": 0, "parts_s": {"tests": -1}}',
+    "huge": '{"warm_compile_s": 1e9, "cached_compile_s": 1e9, "parts_s": {"tests": 1e9}}',
+    "booleans": '{"warm_compile_s": true, "parts_s": {"tests": false}}',
+    "not a mapping": "[70, 20]",
+}
+
+
+@pytest.mark.parametrize("name", CORRUPT)
+def test_a_corrupt_durations_file_plans_with_the_priors_and_is_not_kept(tmp_path, name, capsys):
+    """gpu-durations.json edited by hand or cut short: each field that is not seconds is
+    the prior's (with a note), the quick run still brings back every required row, and
+    what it keeps for the next run is this run's seconds, never the corrupt figure."""
+    import math
+
+    replay, durations = load("gpu_replay"), load("gpu_durations")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    cache.mkdir(), out.mkdir()
+    (cache / durations.FILE).write_text(CORRUPT[name])
+    known = durations.read(cache)
+    assert known == durations.Measured(), known
+    if name != "null":
+        assert "gpu-durations.json" in capsys.readouterr().err
+    d = replay.Durations(**ISSUE["middle"])
+    outcomes = replay.replay(replay.QUICK, d, 355, out, cache=cache)
+    assert replay.returned(outcomes, out) >= REQUIRED, name
+    kept = json.loads((cache / durations.FILE).read_text())
+    figures = [kept["warm_compile_s"], kept["cached_compile_s"], *kept["parts_s"].values()]
+    assert all(isinstance(f, float | int) and 0 < f < 1000 for f in figures), kept
+    assert math.isclose(kept["parts_s"]["tests"], round(95 * 1.3))
+
+
+def test_a_replay_where_every_warm_part_is_skipped_reports_it():
+    """A budget too small for any warm-up part: nothing runs, nothing crashes."""
+    replay = load("gpu_replay")
+    assert replay.main(["--budget", "30"]) is None
+
+
 def test_a_broken_cache_costs_the_rows_it_cannot_fit_and_names_them(tmp_path):
     """The warm-up ends well but the timed parts miss the cache and compile cold again:
     the plan sees the first part's compile seconds, drops and skips what no longer fits,
