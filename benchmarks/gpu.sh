@@ -37,7 +37,7 @@
 # (bench_train.py --count-ops, the recipe's own train.compile), decoding against
 # generate() (bench_decode.py), and 2 minutes of `base` on mixed, validated on newstest2013.
 #
-# OUT_DIR (default runs/gpu-DATE) gets each part's output (NAME.txt), JSON, parts.tsv (each
+# OUT_DIR (default runs/gpu-DATE, also when it is given empty; one at most) gets each part's output (NAME.txt), JSON, parts.tsv (each
 # part's time left, need, limit, seconds, exit status, modes run and dropped), device.txt
 # (the interpreter chosen, GPU, driver, torch, the commit) and the summary (summary.md,
 # summary.json: benchmarks/gpu_summary.py). The compile cache is one folder outside OUT,
@@ -82,7 +82,7 @@ if [[ "${1:-}" == "--prepare" ]]; then
   exec "${found[0]}" -m benchmarks.gpu_prepare prepare "$@"
 fi
 
-out="" wheels="gpu-wheels" data="" quick=0 budget="" compile_cache="gpu-compile-cache" dry=0
+out="" named="" wheels="gpu-wheels" data="" quick=0 budget="" compile_cache="gpu-compile-cache" dry=0
 from_caller() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$caller/$1"; fi; }
 while [[ $# -gt 0 ]]; do
   if [[ "$1" == --budget || "$1" == --wheels || "$1" == --data || "$1" == --compile-cache ]] \
@@ -98,7 +98,14 @@ while [[ $# -gt 0 ]]; do
     --data) data=$(from_caller "$2"); shift 2 ;;
     --compile-cache) compile_cache=$(from_caller "$2"); shift 2 ;;
     -*) echo "error: unknown option $1; see the head of benchmarks/gpu.sh" >&2; exit 2 ;;
-    *) out=$(from_caller "$1"); shift ;;
+    *)
+      if [[ -n "$named" ]]; then
+        echo "error: two OUT_DIRs, '${named#-}' and '$1'; give one" >&2
+        exit 2
+      fi
+      named=-$1  # set, even for an empty OUT_DIR
+      if [[ -n "$1" ]]; then out=$(from_caller "$1"); fi  # empty: the default
+      shift ;;
   esac
 done
 if [[ -n "$budget" && ! "$budget" =~ ^[0-9]+$ ]]; then

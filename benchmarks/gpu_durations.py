@@ -9,13 +9,15 @@ worth: 148 s alone). A run replaces each by what it measured: the warm-up's comp
 seconds (beside one another, so CONTENTION is in them), the timed parts' compile seconds,
 and each part without modes that ended well (the CUDA tests) whole. The limits stay
 cold: a part's limit is SLACK times its need with at least PRIOR_COMPILE_S a compilation,
-so a cache that misses does not cut a part the figures said would be quick.
+so a cache that misses does not cut a part the figures said would be quick. A figure that
+is not seconds (NaN, a string, 0 or less, over MAX_S) is never read nor kept.
 (The standard library only: the plan runs before anything else is known to import.)"""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,7 @@ MARGIN = 1.2  # over the review's top estimates, for a machine slower than it gu
 PRIOR_COMPILE_S = 90.0 * MARGIN  # a whole model's cold compilation, alone
 PRIOR_CACHED_S = 25.0  # a whole model's compilation loaded from the warm-up's cache
 CONTENTION = 1.3  # a compilation beside the warm-up's others: this much slower than alone
+MAX_S = 3600.0  # no part of a 10-minute session takes longer: a larger figure is corrupt
 FILE = "gpu-durations.json"  # in the compile cache's folder
 
 
@@ -45,19 +48,56 @@ class Measured:
         return self.cached_compile_s or PRIOR_CACHED_S
 
 
+def seconds(value: object) -> float | None:
+    """`value` as a duration gpu.sh can plan with (finite, over 0, at most MAX_S), else None."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok and 0 < value <= MAX_S else None  # NaN fails both tests
+
+
 def read(cache: Path | None) -> Measured:
-    """The durations kept in `cache` (a compile cache folder), or none measured yet."""
+    """The durations kept in `cache` (a compile cache folder), or none measured yet. A
+    field that is not seconds (NaN, a string, a list, 0 or less, over MAX_S) is the
+    prior's, with a note on stderr: a corrupt file never plans a run, nor is kept."""
     try:
         found = json.loads((cache / FILE).read_text()) if cache else {}
-        return Measured(**found)
-    except (OSError, ValueError, TypeError):  # none yet, or not ours: the priors
+    except (OSError, ValueError):  # none yet, or not JSON: the priors
         return Measured()
+    if not isinstance(found, dict):
+        return _noted(Measured(), cache, f"a {type(found).__name__}, not a mapping of seconds")
+    known, bad = Measured(), []
+    for name in ("warm_compile_s", "cached_compile_s"):
+        value = found.get(name)
+        setattr(known, name, seconds(value))
+        if value is not None and known.__dict__[name] is None:
+            bad.append(f"{name}={value!r}")
+    parts = found.get("parts_s", {})
+    if not isinstance(parts, dict):
+        bad.append(f"parts_s={parts!r}")
+        parts = {}
+    for part, value in parts.items():
+        if seconds(value) is None:
+            bad.append(f"parts_s[{part!r}]={value!r}")
+        else:
+            known.parts_s[str(part)] = seconds(value)
+    why = f"{', '.join(bad)}: not seconds (0 < s <= {MAX_S:.0f})"
+    return _noted(known, cache, why) if bad else known
+
+
+def _noted(known: Measured, cache: Path | None, why: str) -> Measured:
+    print(
+        f"note: {cache}/{FILE}: {why}; the priors for it instead",
+        file=sys.stderr,
+    )
+    return known
 
 
 def remember(known: Measured, ended: list, cache: Path | None) -> None:
     """The seconds of each part without modes that ended well (gpu_plan's Outcomes) into
     `known`, and `known` kept in `cache` whole (written, then renamed) for the next run."""
-    known.parts_s.update({o.part: o.took_s for o in ended if not o.modes and o.status == "0"})
+    took = {o.part: seconds(o.took_s) for o in ended if not o.modes and o.status == "0"}
+    known.parts_s.update({part: s for part, s in took.items() if s is not None})
+    for name in ("warm_compile_s", "cached_compile_s"):  # a corrupt row's: never kept
+        setattr(known, name, seconds(getattr(known, name)))
     if cache is None or known == Measured():  # nothing measured: no folder made for it
         return
     cache.mkdir(parents=True, exist_ok=True)

@@ -56,7 +56,8 @@ COLUMNS = ("part", "left_s", "need_s", "limit_s", "took_s", "status", "modes", "
 @dataclass(frozen=True)
 class Part:
     """A process of the run: `argv` after the interpreter ({out}, {cache}: OUT and the
-    compile cache); bench_train's `modes`, most valuable first, the last dropped first."""
+    compile cache; a --set value with one is quoted as YAML: gpu_run.command_line);
+    bench_train's `modes`, most valuable first, the last dropped first."""
 
     name: str
     argv: tuple[str, ...]

@@ -92,7 +92,7 @@ def replay(
 
     def execute(jobs: list[Job]) -> list[tuple[int, float]]:
         ended = [one(part, done) for part, done, _ in jobs]
-        now[0] += max(took for _, took in ended)
+        now[0] += max((took for _, took in ended), default=0.0)  # none: every part skipped
         return ended
 
     command = lambda p, m: [p.name, *m]  # noqa: E731

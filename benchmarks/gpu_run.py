@@ -4,19 +4,23 @@ order and under what limits): each under timeout(1), the warm-up's side by side.
     python -m benchmarks.gpu_run OUT --python PY --since EPOCH --budget S [--quick]
         [--compile-cache DIR] [--data DIR] [--dry-run]
 
---dry-run prints every part's command line, the warm-up's first (those start together),
-with its need and limit at the full budget and the priors, and runs nothing.
+--dry-run prints every part's command line (shell-quoted), the warm-up's first (those start
+together), with its need and limit at the full budget and the seconds the last run kept in
+the compile cache's gpu-durations.json (else the priors), and runs nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.gpu_durations import CONTENTION, PRIOR_CACHED_S, PRIOR_COMPILE_S
+from benchmarks import gpu_durations
+from benchmarks.gpu_durations import CONTENTION, PRIOR_COMPILE_S, Measured
 from benchmarks.gpu_plan import (
     FULL,
     KILL_AFTER_S,
@@ -33,8 +37,21 @@ from benchmarks.gpu_plan import (
 def command_line(
     part: Part, modes: tuple[str, ...], python: str, fill: dict[str, str]
 ) -> list[str]:
-    """The part's command line: the interpreter, its arguments, --modes if it has modes."""
-    args = [a.format(**fill) for a in part.argv]
+    """The part's command line: the interpreter, its arguments, --modes if it has modes. A
+    --set value with a placeholder is quoted as YAML (JSON is YAML), so that a folder named
+    with ` #` or `: ` reaches t2's config whole."""
+    args, after_set = [], False
+    for a in part.argv:
+        filled = a.format(**fill)
+        if filled != a and (after_set or a.startswith("--set=")):
+            key, _, value = filled.partition("=")
+            if a.startswith("--set="):
+                key, _, value = value.partition("=")
+                filled = f"--set={key}={json.dumps(value)}"
+            else:
+                filled = f"{key}={json.dumps(value)}"
+        args.append(filled)
+        after_set = a == "--set"
     return [python, *args, *(["--modes", ",".join(modes)] if modes else [])]
 
 
@@ -60,20 +77,25 @@ def timed(out: Path, poll_s: float = 0.2) -> Execute:
     return execute
 
 
-def dry_run(plan: Plan, budget: float, python: str, fill: dict[str, str]) -> list[str]:
-    """The plan's lines, as the run would start them with the whole budget left."""
-    lines = [f"# warm-up, side by side (cold compilation {PRIOR_COMPILE_S:.0f} s x {CONTENTION}):"]
+def dry_run(
+    plan: Plan, budget: float, python: str, fill: dict[str, str], known: Measured
+) -> list[str]:
+    """The plan's lines, as the run would start them with the whole budget left and the
+    seconds `known` (gpu-durations.json, else the priors), each command line shell-quoted."""
+    warm_s = known.warm_s
+    lines = [f"# warm-up, side by side (a compilation {warm_s:.0f} s beside the others):"]
     for part in plan.warm:
-        d = decide(part, budget, PRIOR_COMPILE_S * CONTENTION)
+        d = decide(part, budget, warm_s, PRIOR_COMPILE_S * CONTENTION, known.parts_s.get(part.name))
         argv = command_line(part, d.modes, python, fill)
-        lines.append(f"{part.name}: need {d.need_s} s, limit {d.limit_s} s: {' '.join(argv)}")
-    lines.append(
-        f"# timed, in turn (a compilation from the cache {PRIOR_CACHED_S:.0f} s, else cold):"
-    )
+        lines.append(f"{part.name}: need {d.need_s} s, limit {d.limit_s} s: {shlex.join(argv)}")
+    # as gpu_plan.run_plan: cold is what the warm-up measures (the last run's, here)
+    cached_s, cold_s = known.cached_s, known.warm_compile_s or PRIOR_COMPILE_S
+    lines.append(f"# timed, in turn (a compilation from the cache {cached_s:.0f} s, else cold):")
     for part in plan.timed:
-        d = decide(part, budget, PRIOR_CACHED_S if part.warmed else PRIOR_COMPILE_S)
+        took = known.parts_s.get(part.name)
+        d = decide(part, budget, cached_s if part.warmed else cold_s, cold_s, took)
         argv = command_line(part, part.modes, python, fill)
-        lines.append(f"{part.name}: need {d.need_s} s alone: {' '.join(argv)}")
+        lines.append(f"{part.name}: need {d.need_s} s alone: {shlex.join(argv)}")
     return lines
 
 
@@ -91,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     fill = {"out": str(args.out), "cache": args.compile_cache, "data": args.data}
     plan = QUICK if args.quick else FULL
     if args.dry_run:
-        print("\n".join(dry_run(plan, args.budget, args.python, fill)))
+        known = gpu_durations.read(Path(args.compile_cache))
+        print("\n".join(dry_run(plan, args.budget, args.python, fill, known)))
         return
     run_plan(
         plan,

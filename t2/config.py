@@ -42,8 +42,8 @@ def compile_cache_as_typed(value: object) -> str:
     """train.compile_cache as the user typed it, from what YAML made of it."""
     if value is False:  # YAML reads `off` and `false` as false
         return COMPILE_CACHE_OFF
-    if value is None:  # YAML reads a bare `~` as null: the home folder, as typed
-        return "~"
+    if value is None:  # empty, null or a bare `~` (YAML cannot tell them apart): the default
+        return ""
     if not isinstance(value, str):
         kind = type(value).__name__
         raise ConfigError(
@@ -96,8 +96,9 @@ class TrainConfig(Section):
     padded_attention: str = choice(*PADDED_ATTENTION)
     # folder of compiled kernels that the runs of a sweep share (t2.train.compile_cache);
     # empty: beside the data cache (data.cache_dir or HF_DATASETS_CACHE/t2, then compile/);
-    # off (or false): torch's default under /tmp only; ~ and ~/x: the home folder; a
-    # folder name that YAML reads otherwise (" #", 0, yes) goes in quotes
+    # off (or false): torch's default under /tmp only; ~/ and ~/x: the home folder (a
+    # bare ~ is YAML's null, as is nothing: the default); a folder name that YAML reads
+    # otherwise (" #", 0, yes) goes in quotes
     compile_cache: str = ""
     # bf16 linear weights cast from an fp32 master once per step, not by autocast at every
     # call (t2.train.precision); auto: on CUDA under bf16 when the step runs eagerly

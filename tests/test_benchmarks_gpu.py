@@ -114,9 +114,78 @@ def test_relative_paths_are_relative_to_where_gpu_sh_was_run_from(tmp_path):
     assert f"--wheels {caller / 'w'} --site gpu-site" in lines[1], lines[1]
     parts = [line for line in lines if ": need " in line]
     assert any(f"{caller / 'out'}/" in line for line in parts), parts
-    assert any(f"train.compile_cache={caller / 'c'}" in line for line in parts), parts
+    assert any(f'train.compile_cache="{caller / "c"}"' in line for line in parts), parts
     assert any(f"{caller / 'd'}" in line for line in parts), parts
     assert not (caller / "out").exists() and not (ROOT / "out").exists()  # nothing run
+
+
+def test_an_empty_out_dir_is_the_default_and_two_are_refused(tmp_path):
+    """`gpu.sh "" --dry-run` (an unset variable quoted) writes under runs/gpu-DATE in the
+    checkout, never into the caller's own folder; two OUT_DIRs are an error naming both."""
+    stand_in_python(tmp_path, "python3", CUDA_TORCH)
+    caller = tmp_path / "caller"
+    caller.mkdir()
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHON": str(tmp_path / "bin" / "python3")}
+        return subprocess.run(
+            ["bash", str(GPU_SH), *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=caller,
+            env=env,
+        )
+
+    done = run("", "--quick", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    parts = [line for line in done.stdout.splitlines() if "--json" in line]
+    assert parts and all(f"--json {ROOT}/runs/gpu-" in line for line in parts), parts
+    for two in (("a", "b"), ("", "b"), ("a", "")):
+        refused = run(*two, "--dry-run")
+        assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+        assert f"two OUT_DIRs, '{two[0]}' and '{two[1]}'" in refused.stderr, refused.stderr
+        assert refused.stderr.count("\n") == 1
+
+
+def test_set_values_with_folders_reach_the_config_whole():
+    """The compile cache's and the data's folders go into --set values: a folder named with
+    ` #` or `: ` is quoted as YAML, so load_config reads it whole, not cut at a comment."""
+    from t2.recipes import load_config
+
+    run, plan = load("gpu_run"), load("gpu_plan")
+    fill = {"out": "/o", "cache": "/c #x: y", "data": "/d #z: w"}
+    by_name = {p.name: p for p in (*plan.QUICK.timed, *plan.FULL.timed, *plan.FULL.beside)}
+    for name in ("train-base", "mixed"):
+        argv = run.command_line(by_name[name], (), "py", fill)
+        sets = [a.removeprefix("--set=") for a in argv if a.startswith("--set=")]
+        sets += [b for a, b in zip(argv, argv[1:], strict=False) if a == "--set"]
+        cfg = load_config("base", sets)
+        assert cfg.train.compile_cache == "/c #x: y", (name, sets)
+        if name == "mixed":
+            assert cfg.data.train == "files:/d #z: w/mixed/train", sets
+            assert cfg.train.max_minutes == 2  # a value without a folder stays as it was
+
+
+def test_dry_run_plans_with_the_kept_durations_and_quotes_its_command_lines(tmp_path, capsys):
+    """gpu_run --dry-run reads gpu-durations.json as the real run does (a part measured
+    before needs what it took) and prints each command line as the shell reads it back."""
+    import shlex
+
+    run, durations = load("gpu_run"), load("gpu_durations")
+    cache = tmp_path / "my cache"
+    cache.mkdir()
+    (cache / durations.FILE).write_text(json.dumps({"parts_s": {"tests": 77.0}}))
+    argv = [str(tmp_path / "o"), "--python", "py", "--since", "0", "--budget", "355"]
+    run.main([*argv, "--quick", "--compile-cache", str(cache), "--dry-run"])
+    lines = capsys.readouterr().out.splitlines()
+    assert next(line for line in lines if line.startswith("tests:")).startswith("tests: need 77 s")
+    part = next(p for p in load("gpu_plan").QUICK.timed if p.name == "train-base")
+    line = next(line for line in lines if line.startswith("train-base:"))
+    fill = {"out": str(tmp_path / "o"), "cache": str(cache), "data": "../shared/data"}
+    assert shlex.split(line.partition(" alone: ")[2]) == run.command_line(
+        part, part.modes, "py", fill
+    )
 
 
 def test_gpu_plan_runs_parts_under_their_limits_and_skips_what_does_not_fit(tmp_path):
@@ -224,6 +293,49 @@ def test_a_second_run_plans_with_the_seconds_the_first_measured(tmp_path):
     assert two["train-base"].need_s == 10 + 2 * 3 + 20
     assert two["tests"].limit_s >= one["tests"].limit_s  # the limits stay cold
     assert durations.read(tmp_path / "empty") == durations.Measured()
+
+
+CORRUPT = {
+    "nan": '{"warm_compile_s": NaN, "cached_compile_s": NaN, "parts_s": {"tests": NaN}}',
+    "infinity": '{"warm_compile_s": Infinity, "parts_s": {"tests": -Infinity}}',
+    "strings": '{"warm_compile_s": "70", "cached_compile_s": "x", "parts_s": {"tests": "95"}}',
+    "null": '{"warm_compile_s": null, "cached_compile_s": null, "parts_s": null}',
+    "lists": '{"warm_compile_s": [70], "cached_compile_s": [], "parts_s": [["tests", 9]]}',
+    "negative": '{"warm_compile_s": -70, "cached_compile_s": 0, "parts_s": {"tests": -1}}',
+    "huge": '{"warm_compile_s": 1e9, "cached_compile_s": 1e9, "parts_s": {"tests": 1e9}}',
+    "booleans": '{"warm_compile_s": true, "parts_s": {"tests": false}}',
+    "not a mapping": "[70, 20]",
+}
+
+
+@pytest.mark.parametrize("name", CORRUPT)
+def test_a_corrupt_durations_file_plans_with_the_priors_and_is_not_kept(tmp_path, name, capsys):
+    """gpu-durations.json edited by hand or cut short: each field that is not seconds is
+    the prior's (with a note), the quick run still brings back every required row, and
+    what it keeps for the next run is this run's seconds, never the corrupt figure."""
+    import math
+
+    replay, durations = load("gpu_replay"), load("gpu_durations")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    cache.mkdir(), out.mkdir()
+    (cache / durations.FILE).write_text(CORRUPT[name])
+    known = durations.read(cache)
+    assert known == durations.Measured(), known
+    if name != "null":
+        assert "gpu-durations.json" in capsys.readouterr().err
+    d = replay.Durations(**ISSUE["middle"])
+    outcomes = replay.replay(replay.QUICK, d, 355, out, cache=cache)
+    assert replay.returned(outcomes, out) >= REQUIRED, name
+    kept = json.loads((cache / durations.FILE).read_text())
+    figures = [kept["warm_compile_s"], kept["cached_compile_s"], *kept["parts_s"].values()]
+    assert all(isinstance(f, float | int) and 0 < f < 1000 for f in figures), kept
+    assert math.isclose(kept["parts_s"]["tests"], round(95 * 1.3))
+
+
+def test_a_replay_where_every_warm_part_is_skipped_reports_it():
+    """A budget too small for any warm-up part: nothing runs, nothing crashes."""
+    replay = load("gpu_replay")
+    assert replay.main(["--budget", "30"]) is None
 
 
 def test_a_broken_cache_costs_the_rows_it_cannot_fit_and_names_them(tmp_path):

@@ -281,3 +281,28 @@ def test_recipes_ship_in_the_wheel(tmp_path):
     folder, names = out.stdout.splitlines()
     assert Path(folder).is_relative_to(site)
     assert names.split() == recipe_names()
+
+
+@pytest.mark.parametrize("value", ["/a#b", "files:/x#y", "https://h/p#frag", "run#3", '"/a #b"'])
+def test_a_hash_that_is_no_yaml_comment_is_kept(value):
+    cfg = load_config("base", [f"train.compile_cache={value}"])
+    assert cfg.train.compile_cache == value.strip('"')
+
+
+@pytest.mark.parametrize(
+    "value", ["/data/run #1", '"/a #b" #c', "'x' #y", "#x", "[a, b] #c", "/a#b #c"]
+)
+def test_any_yaml_comment_in_a_set_value_is_refused_with_a_fix_the_shell_takes(value):
+    """A comment after a quoted value too, not only at the first `#`: refused in one line
+    whose suggested --set, read back by the shell, keeps the whole value."""
+    import shlex
+
+    from t2.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="as a comment; quote the value in YAML") as err:
+        load_config("base", [f"train.compile_cache={value}"])
+    message = str(err.value)
+    assert "\n" not in message
+    suggested = shlex.split(message.partition("e.g. ")[2])
+    assert suggested[0] == "--set"
+    assert load_config("base", suggested[1:]).train.compile_cache == value

@@ -49,19 +49,29 @@ def test_off_false_and_a_path_are_all_accepted_as_typed_on_the_command_line(tmp_
         load_config("base", ["train.compile_cache=true"])
 
 
-def test_a_tilde_is_the_home_folder_on_the_command_line_and_in_a_recipe():
-    """`~` (which YAML reads as null) and `~/x` name the home folder, from --set and from a
-    recipe's YAML alike; the config keeps them as typed, so a run's saved config means each
-    machine's own home."""
+def test_home_is_written_with_a_slash_or_quoted_and_null_is_the_default(tmp_path):
+    """`~/`, `'~'` and `~/x` name the home folder, from --set and from a recipe's YAML alike,
+    kept as typed so a run's saved config means each machine's own home. YAML reads a bare
+    `~`, `null` and nothing at all as null: that is the default (beside the data cache),
+    never the home folder by accident."""
     from t2.recipes import load_config
 
-    for typed, home in (("~", Path.home()), ("~/x", Path.home() / "x")):
+    for typed, home in (("~/", Path.home()), ("'~'", Path.home()), ("~/x", Path.home() / "x")):
         for cfg in (
             load_config("base", [f"train.compile_cache={typed}"]),
             Config.from_yaml(f"train:\n  compile_cache: {typed}\n"),
         ):
             assert folder(cfg) == home, typed
-            assert Config.from_yaml(cfg.to_yaml()).train.compile_cache == typed
+            saved = Config.from_yaml(cfg.to_yaml()).train.compile_cache
+            assert saved == typed.strip("'"), typed
+    data = f"data:\n  cache_dir: {tmp_path}\n"
+    for typed in ("", "null", "~"):
+        for cfg in (
+            load_config("base", [f"data.cache_dir={tmp_path}", f"train.compile_cache={typed}"]),
+            Config.from_yaml(f"{data}train:\n  compile_cache: {typed}\n"),
+        ):
+            assert cfg.train.compile_cache == "", typed
+            assert folder(cfg) == tmp_path / "compile", typed
 
 
 def test_a_folder_that_yaml_would_cut_or_retype_is_refused_with_how_to_quote_it():

@@ -11,8 +11,10 @@ the config is built, so that it may name their components: only with `trust_plug
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -97,24 +99,25 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             parsed = load_yaml(value) if value else ""
         except yaml.YAMLError:
             raise ConfigError(f"bad override {item!r}: the value is not valid YAML") from None
-        _refuse_a_cut_comment(item, value, parsed)
+        _refuse_a_cut_comment(item, value)
         out[section] = {**(out.get(section) or {}), field: parsed}  # a section may be null
     return out
 
 
-def _refuse_a_cut_comment(item: str, value: str, parsed: Any) -> None:
+def _refuse_a_cut_comment(item: str, value: str) -> None:
     """A --set value reaches t2 whole (the shell quoted it), so a ` #` that YAML reads as a
-    comment was meant as text: refused, rather than a value silently cut short."""
-    cut = re.search(r"(^|\s)#.*", value)
-    try:
-        dropped = cut is not None and load_yaml(value[: cut.start()] or "null") == parsed
-    except yaml.YAMLError:  # the `#` is inside quotes: cutting there breaks them
-        dropped = False
-    if dropped:
-        raise ConfigError(
-            f"bad override {item!r}: YAML reads {cut.group()!r} as a comment; quote the value "
-            f"(--set '{item.partition('=')[0]}=\"{value}\"')"
-        )
+    comment (anywhere: after a quoted value too) was meant as text: refused, rather than a
+    value silently cut short. A `#` inside a scalar (`run#3`, `"/a #b"`) is no comment."""
+    tokens = [(t.start_mark.index, t.end_mark.index) for t in yaml.scan(value, yaml.SafeLoader)]
+    for found in re.finditer(r"(^|\s)#", value):
+        at = found.end() - 1
+        if not any(start <= at < end for start, end in tokens):
+            key = item.partition("=")[0]
+            fix = shlex.quote(f"{key}={json.dumps(value)}")
+            raise ConfigError(
+                f"bad override {item!r}: YAML reads {value[found.start() :]!r} as a comment; "
+                f"quote the value in YAML, e.g. --set {fix}"
+            )
 
 
 def load_config(
