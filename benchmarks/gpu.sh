@@ -138,7 +138,7 @@ chosen="python $py (Python $py_version): torch $torch_version, CUDA $cuda_versio
 echo "$chosen"
 export PYTHONPATH=$PWD:$PWD/gpu-site${PYTHONPATH:+:$PYTHONPATH}
 install=("$py" -m benchmarks.gpu_prepare install --wheels "$(realpath -m "$wheels")" --site gpu-site)
-if [[ $dry == 1 ]]; then echo "install: ${install[*]}"; else "${install[@]}" || exit 5; fi
+if [[ $dry == 1 ]]; then echo "install: $(printf '%q ' "${install[@]}")"; else "${install[@]}" || exit 5; fi
 if [[ -n "$data" ]]; then export T2_SHARED_DATA=$data
 elif [[ ! -d ../shared/data && -d gpu-data ]]; then export T2_SHARED_DATA=$PWD/gpu-data; fi
 data_dir=${T2_SHARED_DATA:-$(cd .. && pwd)/shared/data}
@@ -147,7 +147,11 @@ out=$(realpath -m "${out:-runs/gpu-$(date +%Y%m%d-%H%M%S)}")
 compile_cache=$(realpath -m "$compile_cache")
 plan=(--python "$py" --since "$since" --compile-cache "$compile_cache" --data "$data_dir")
 if [[ $quick == 1 ]]; then plan+=(--quick --budget "${budget:-355}"); else plan+=(--budget "${budget:-570}"); fi
-if [[ $dry == 1 ]]; then exec "$py" -m benchmarks.gpu_run "$out" "${plan[@]}" --dry-run; fi
+export TORCHINDUCTOR_CACHE_DIR=$compile_cache/inductor  # the CUDA tests' compilations too
+if [[ $dry == 1 ]]; then
+  echo "environment: $(printf '%q' "TORCHINDUCTOR_CACHE_DIR=$TORCHINDUCTOR_CACHE_DIR") (every part's)"
+  exec "$py" -m benchmarks.gpu_run "$out" "${plan[@]}" --dry-run
+fi
 mkdir -p "$out"
 commit=$(git rev-parse HEAD 2> /dev/null || cat "$wheels/COMMIT" 2> /dev/null || echo unknown)
 {
@@ -156,7 +160,6 @@ commit=$(git rev-parse HEAD 2> /dev/null || cat "$wheels/COMMIT" 2> /dev/null ||
   echo "$chosen${failed[*]:+; not: ${failed[*]}}"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 } > "$out/device.txt" 2>&1
-export TORCHINDUCTOR_CACHE_DIR=$compile_cache/inductor  # the CUDA tests' compilations too
 
 "$py" -m benchmarks.gpu_run "$out" "${plan[@]}"
 "$py" -m benchmarks.gpu_summary "$out"

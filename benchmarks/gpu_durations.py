@@ -10,7 +10,7 @@ seconds (beside one another, so CONTENTION is in them), the timed parts' compile
 and each part without modes that ended well (the CUDA tests) whole. The limits stay
 cold: a part's limit is SLACK times its need with at least PRIOR_COMPILE_S a compilation,
 so a cache that misses does not cut a part the figures said would be quick. A figure that
-is not seconds (NaN, a string, 0 or less, over MAX_S) is never read nor kept.
+is not seconds (NaN, a string, under MIN_S, over MAX_S) is never read nor kept.
 (The standard library only: the plan runs before anything else is known to import.)"""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ PRIOR_COMPILE_S = 90.0 * MARGIN  # a whole model's cold compilation, alone
 PRIOR_CACHED_S = 25.0  # a whole model's compilation loaded from the warm-up's cache
 CONTENTION = 1.3  # a compilation beside the warm-up's others: this much slower than alone
 MAX_S = 3600.0  # no part of a 10-minute session takes longer: a larger figure is corrupt
+MIN_S = 1.0  # no whole-model compilation or part takes less: a smaller figure is corrupt
 FILE = "gpu-durations.json"  # in the compile cache's folder
 
 
@@ -49,19 +50,19 @@ class Measured:
 
 
 def seconds(value: object) -> float | None:
-    """`value` as a duration gpu.sh can plan with (finite, over 0, at most MAX_S), else None."""
+    """`value` as a duration gpu.sh can plan with (finite, MIN_S to MAX_S), else None."""
     ok = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if ok and 0 < value <= MAX_S else None  # NaN fails both tests
+    return float(value) if ok and MIN_S <= value <= MAX_S else None  # NaN fails both
 
 
 def read(cache: Path | None) -> Measured:
     """The durations kept in `cache` (a compile cache folder), or none measured yet. A
-    field that is not seconds (NaN, a string, a list, 0 or less, over MAX_S) is the
+    field that is not seconds (NaN, a string, a list, under MIN_S, over MAX_S) is the
     prior's, with a note on stderr: a corrupt file never plans a run, nor is kept."""
     try:
         found = json.loads((cache / FILE).read_text()) if cache else {}
-    except (OSError, ValueError):  # none yet, or not JSON: the priors
-        return Measured()
+    except (OSError, ValueError, RecursionError):  # none yet, not JSON or nested past
+        return Measured()  # what the parser takes: the priors
     if not isinstance(found, dict):
         return _noted(Measured(), cache, f"a {type(found).__name__}, not a mapping of seconds")
     known, bad = Measured(), []
@@ -79,7 +80,7 @@ def read(cache: Path | None) -> Measured:
             bad.append(f"parts_s[{part!r}]={value!r}")
         else:
             known.parts_s[str(part)] = seconds(value)
-    why = f"{', '.join(bad)}: not seconds (0 < s <= {MAX_S:.0f})"
+    why = f"{', '.join(bad)}: not seconds ({MIN_S:.0f} <= s <= {MAX_S:.0f})"
     return _noted(known, cache, why) if bad else known
 
 

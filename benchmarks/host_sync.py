@@ -5,9 +5,13 @@ every call ends, in aten's operators (a TorchDispatchMode): reading a value (`.i
 the values (`nonzero`, so `t[t > 0]`, one-argument `torch.where`, `argwhere`;
 `masked_select`, `unique`, `bincount`, `histc`, `repeat_interleave` without
 `output_size`, indexing or `index_put_` with a bool mask), a Python answer (`equal`,
-`is_nonzero`, `allclose`), a copy into a host tensor (`host.copy_(dev)`); and, where the
-caller's intent is still visible (a TorchFunctionMode), a copy to the host (`.cpu()`,
-`.to("cpu")`, `.to(host_tensor)`), `.tolist()`, `.numpy()` and `np.asarray(t)`. Each is
+`is_nonzero`, `allclose`), a copy into a host tensor (`host.copy_(dev)`), `masked_fill`
+with a device tensor as its value (CUDA's kernel reads it); and, where the caller's intent
+is still visible (a TorchFunctionMode), a copy to the host (`.cpu()`, `.to("cpu")`,
+`.to(host_tensor)`, `torch.as_tensor`/`asarray` with a host device, `.type()` to a host
+type), `.tolist()`, `.numpy()`, `np.asarray(t)` and printing a tensor of several values.
+Not seen: syncs a kernel makes for its own error checks (`torch.linalg.inv`,
+`cholesky`), and `torch.save`. Each is
 recorded with the Python line that made it and the stack above, so that a library's own
 syncs can be told apart by where they are."""
 
@@ -131,15 +135,28 @@ class _Intent(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in COPIES and args and isinstance(args[0], Tensor):
             return self._copy(func, args, kwargs)
-        if func in READS and args and self.seen.on_device(args[0]):
+        source = args[0] if args else None
+        if func in READS and self.seen.on_device(source):
             self.seen.record(_name(func))
+        elif func is Tensor.__format__ and self.seen.on_device(source) and source.numel() != 1:
+            self.seen.record(_name(func))  # printed whole (one value: its .item() is seen)
+        elif func in NEW and self.seen.on_device(source) and self._to_host(kwargs):
+            self.seen.record(f"{_name(func)} to the host")
+        elif func is Tensor.type and self.seen.on_device(source) and _host_type(args, kwargs):
+            self.seen.record(f"{_name(func)} to a host type")
         elif func in NEW and args and _lists_device_tensors(args[0], self.seen):
             self.seen.record(f"{_name(func)} of a list of device tensors")
         out = func(*args, **kwargs)
         made = kwargs.get("device")
         if made is not None and not self.seen.names_host(made):
             self.seen.mark(out)
+        elif func is Tensor.new_tensor and self.seen.on_device(source) and made is None:
+            self.seen.mark(out)  # made where its tensor is: on the device
         return out
+
+    def _to_host(self, kwargs: dict) -> bool:
+        made = kwargs.get("device")
+        return made is not None and self.seen.names_host(made)
 
     def _copy(self, func, args, kwargs):  # noqa: ANN001
         src, out = args[0], func(*args, **kwargs)
@@ -181,6 +198,16 @@ class _Operators(TorchDispatchMode):
         return out
 
 
+def _host_type(args: tuple, kwargs: dict) -> bool:
+    """Whether Tensor.type's target (a name or a tensor type) is a host type; none: a read
+    of the type's name, no copy."""
+    target = args[1] if len(args) > 1 else kwargs.get("dtype")
+    if target is None:
+        return False
+    name = target if isinstance(target, str) else getattr(target, "__module__", "") + "."
+    return "cuda" not in str(name)
+
+
 def _lists_device_tensors(data: object, seen: HostSyncs) -> bool:
     """Whether `data` is a list or tuple with a device tensor in it (torch.tensor reads
     each one's value; a tensor alone is no list: as_tensor keeps it where it is)."""
@@ -198,6 +225,8 @@ def _waits(func, args: tuple, kwargs: dict, seen: HostSyncs) -> bool:  # noqa: A
         return any(isinstance(i, Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
     if func is aten.repeat_interleave.Tensor:
         return kwargs.get("output_size", args[1] if len(args) > 1 else None) is None
+    if packet in (aten.masked_fill, aten.masked_fill_) and len(args) > 2:
+        return seen.on_device(args[2])  # a device tensor as the value: CUDA reads it
     if packet is aten.copy_:  # into a host tensor, from a device one
         return not seen.on_device(args[0]) and seen.on_device(args[1])
     return False

@@ -343,6 +343,12 @@ SYNC_KINDS = {  # each makes the host wait for the device when `t` lives there
     '.to("cpu")': lambda t, h: t.to("cpu"),
     ".to(host tensor)": lambda t, h: t.to(h),
     ".to(torch.device('cpu'))": lambda t, h: t.to(torch.device("cpu")),
+    "f-string of several values": lambda t, h: f"{t}",
+    "a new_tensor read": lambda t, h: t.new_tensor([1.0, 2.0]).sum().item(),
+    "as_tensor to the host": lambda t, h: torch.as_tensor(t, device="cpu"),
+    "asarray to the host": lambda t, h: torch.asarray(t, device="cpu"),
+    ".type() to a host type": lambda t, h: t.type(torch.FloatTensor),
+    "masked_fill with a device value": lambda t, h: t.masked_fill(t > 0, t.sum()),
 }
 NO_SYNCS = {  # the same operators where the sizes are known, or on the host
     "three-argument where": lambda t, h: torch.where(t > 0, t, 0.0),
@@ -354,6 +360,7 @@ NO_SYNCS = {  # the same operators where the sizes are known, or on the host
     "a host read": lambda t, h: h.sum().item(),
     "copy_ to the device": lambda t, h: t.copy_(h),
     ".to(the device)": lambda t, h: t.to(torch.device("cpu")),
+    ".type() read": lambda t, h: t.type(),
 }
 
 

@@ -290,7 +290,11 @@ def test_a_hash_that_is_no_yaml_comment_is_kept(value):
 
 
 @pytest.mark.parametrize(
-    "value", ["/data/run #1", '"/a #b" #c', "'x' #y", "#x", "[a, b] #c", "/a#b #c"]
+    "value",
+    [
+        *("/data/run #1", '"/a #b" #c', "'x' #y", "#x", "[a, b] #c", "/a#b #c"),
+        *('"x"#c', "'x'#c", "[1, 2]#c", "{a: 1}#c"),  # right after a token: a comment too
+    ],
 )
 def test_any_yaml_comment_in_a_set_value_is_refused_with_a_fix_the_shell_takes(value):
     """A comment after a quoted value too, not only at the first `#`: refused in one line

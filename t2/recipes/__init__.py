@@ -105,12 +105,13 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 
 def _refuse_a_cut_comment(item: str, value: str) -> None:
-    """A --set value reaches t2 whole (the shell quoted it), so a ` #` that YAML reads as a
-    comment (anywhere: after a quoted value too) was meant as text: refused, rather than a
-    value silently cut short. A `#` inside a scalar (`run#3`, `"/a #b"`) is no comment."""
+    """A --set value reaches t2 whole (the shell quoted it), so a `#` that YAML reads as a
+    comment (after a space, or right after a quoted value or a bracket: `"x"#c`) was meant
+    as text: refused, rather than a value silently cut short. A `#` inside a scalar
+    (`run#3`, `"/a #b"`, a URL's fragment) is no comment."""
     tokens = [(t.start_mark.index, t.end_mark.index) for t in yaml.scan(value, yaml.SafeLoader)]
-    for found in re.finditer(r"(^|\s)#", value):
-        at = found.end() - 1
+    for found in re.finditer("#", value):
+        at = found.start()
         if not any(start <= at < end for start, end in tokens):
             key = item.partition("=")[0]
             fix = shlex.quote(f"{key}={json.dumps(value)}")
