@@ -16,7 +16,7 @@ import scipy
 from test_experiments_report import fake_run, t2
 
 import t2.experiments.sweeps.sweep as sweep_module
-from t2.errors import ConfigError
+from t2.errors import ConfigError, DataError
 from t2.experiments.decisions.plan import (
     DECISION_MODULES,
     decision_code,
@@ -293,3 +293,29 @@ def test_the_committed_reports_newest_plan_is_todays_decision_code(name):
     assert newest["decision_code"] == decision_code(), (
         f"docs/results/{name}/records was rendered by other decision code: render it again"
     )
+
+
+def test_a_plan_hash_that_reads_as_a_number_reaches_the_run_as_text():
+    """A hex digest such as 1234e5678901 is a float to --set's YAML (1e5 reads as a
+    number): the sweep's --set quotes it, so the run carries the hash, not inf."""
+    from t2.experiments.sweeps.sweepfile import as_string
+    from t2.recipes import load_config
+
+    for digest in ("1234e5678901", "123456789012", "0e12"):
+        cfg = load_config("quickstart", [f"train.sweep_plan={as_string(digest)}"])
+        assert cfg.train.sweep_plan == digest
+
+
+def test_a_plan_whose_test_set_is_not_here_says_where_it_was_read_from(tmp_path, monkeypatch):
+    """Issue 52 review: a sweep file read from another folder (its data.test relative to the
+    folder it was planned in) stops in one line naming the arm, the split and the folder."""
+    spec = tmp_path / "study.yaml"
+    spec.write_text(
+        SIX.replace("base: quickstart\n", "base: quickstart\nset: {data.test: 'files:../gone/t'}\n")
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError) as err:
+        plan_of(load_sweep(spec))
+    text = str(err.value)
+    assert text.startswith("arm a: its data.test=files:../gone/t cannot be read from ")
+    assert str(tmp_path) in text and "\n" not in text

@@ -351,7 +351,6 @@ def test_a_restart_keeps_the_hashes_of_the_sentences_its_translations_were_score
     import shutil
 
     import t2.train.run as run_module
-    from t2.errors import DataError
     from t2.experiments.sweeps.runs import read_run
 
     run = tmp_path / "run"
@@ -366,8 +365,9 @@ def test_a_restart_keeps_the_hashes_of_the_sentences_its_translations_were_score
     monkeypatch.setattr(run_module, "score_test_split", cut)
     train_here(run, "--resume", "--set", "train.max_steps=7", check=False)
     assert json.loads((run / "meta.json").read_text())["references"]["test"] == "f" * 64
-    with pytest.raises(DataError, match="holds other references than the run was scored on"):
-        read_run(run).test_outputs()
+    stale = read_run(run)  # left out of comparisons, in words
+    assert stale.test_outputs() is None
+    assert "holds other references than the run was scored on" in stale.outputs_problem()
     monkeypatch.undo()
     monkeypatch.setattr(run_module, "write_results", cut)
     train_here(run, "--resume", "--set", "train.max_steps=8", check=False)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from t2.data.references import SIDES, seeded, split_named
+from t2.errors import DataError
 from t2.experiments.decisions.rule import Rule, rule_from_dict
 from t2.experiments.sweeps.sweepfile import Sweep
 from t2.recipes import load_config
@@ -161,6 +162,15 @@ def plan_from_dict(raw: dict[str, Any]) -> Plan:
     )
 
 
+def _split_named(split: str, configs: dict[int, Any], first: int) -> References:
+    """The SHA-256 of a split's references and source sentences; a generated task's at
+    each seed (its sets are drawn with the seed)."""
+    if not seeded(getattr(configs[first].data, split)):
+        return split_named(configs[first].data, split, configs[first].train.seed)
+    found = {str(s): split_named(c.data, split, s) for s, c in configs.items()}
+    return {key: {seed: named[key] for seed, named in found.items()} for key in found[str(first)]}
+
+
 def plan_of(sweep: Sweep) -> Plan:
     """The plan a sweep file states, with today's decision code and libraries, and each
     arm's test and validation references (read through the data cache)."""
@@ -170,12 +180,14 @@ def plan_of(sweep: Sweep) -> Plan:
         first = configs[sweep.seeds[0]]
         refs: References = {}
         for split in SPLITS:
-            if seeded(getattr(first.data, split)):  # a generated task: drawn with the seed
-                found = {str(s): split_named(c.data, split, s) for s, c in configs.items()}
-                for key in found[str(sweep.seeds[0])]:
-                    refs[key] = {seed: named[key] for seed, named in found.items()}
-            else:
-                refs.update(split_named(first.data, split, first.train.seed))
+            try:
+                refs.update(_split_named(split, configs, sweep.seeds[0]))
+            except DataError as err:
+                raise DataError(
+                    f"arm {arm.name}: its data.{split}={getattr(first.data, split)} cannot be "
+                    f"read from {Path.cwd()} ({err}); the plan names its sentences: run from "
+                    f"the folder the sweep was planned in, or restore the data"
+                ) from None
         arms[arm.name] = Arm(arm.recipe, arm.overrides, str(first.data.test), refs)
     return Plan(
         sweep.name,

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.stats
 from sacrebleu.metrics import BLEU, CHRF
 
+from t2.data.references import seeded
 from t2.experiments.sweeps.runs import Run, read_run
 from t2.rundir import RunDir
 
@@ -125,11 +126,16 @@ def shared_outputs(
 
 def own_test_sets(arm: Mapping[int, Run], base: Mapping[int, Run]) -> int | None:
     """The shared seeds, when each seed's two runs have test outputs on the same sentences
-    but no two seeds share them (a generated task draws its test set with the seed), two
+    of a generated task (`task:`, which draws its test set with the seed: independent
+    sets) and no two seeds share them (so not for hand-picked files per seed), two
     seeds or more; else None. Each seed's difference then carries its own test set's
     noise, independent of the others', so their spread counts it."""
     refs = []
-    for seed in sorted(set(arm) & set(base)):
+    shared = sorted(set(arm) & set(base))
+    specs = {str(r.config.get("data.test", "")) for s in shared for r in (arm[s], base[s])}
+    if not all(seeded(spec) for spec in specs):  # only a generated task draws its own
+        return None
+    for seed in shared:
         found = arm[seed].test_outputs(), base[seed].test_outputs()
         if found[0] is None or found[1] is None or found[0][1] != found[1][1]:
             return None

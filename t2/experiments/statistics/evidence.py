@@ -185,6 +185,9 @@ def _left_out(
             if metric.value(found) is None:
                 why.append(f"no {metric.title} in the {side}'s results")
             elif found.test_outputs() is None:
-                why.append(f"no test outputs in the {side}")
+                problem = found.outputs_problem()
+                why.append(
+                    f"the {side}'s {problem}" if problem else f"no test outputs in the {side}"
+                )
         out.append(f"seed {seed}: {', '.join(why) or 'other test sentences'}")
     return out

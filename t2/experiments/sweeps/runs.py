@@ -11,6 +11,7 @@ them; a run from before t2 named them reads the copy it kept (RUN/test.refs.txt)
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import struct
@@ -82,11 +83,31 @@ class Run:
 
     def test_outputs(self) -> tuple[list[str], list[str]] | None:
         """The best checkpoint's test translations and their references, a line each;
-        None for a run trained before they were written."""
+        None for a run without them, or whose references cannot be confirmed
+        (`outputs_problem` says why)."""
+        found = self._outputs
+        return found if isinstance(found, tuple) else None
+
+    def outputs_problem(self) -> str | None:
+        """Why a run with test translations has no test outputs to compare, in a few
+        words; None when it has them, or has no translations at all."""
+        found = self._outputs
+        return found if isinstance(found, str) else None
+
+    @functools.cached_property
+    def _outputs(self) -> tuple[list[str], list[str]] | str | None:
+        """The test outputs, read and checked once (test_references), or why not: a run
+        cut off while scored (no results.json) or whose test set changed is left out of
+        the comparisons in words, not read against other sentences nor stopping them."""
         run = RunDir(self.path)
         if not run.test_hyps.is_file():
             return None
-        refs = test_references(self.path, self.config, self.references)
+        if not self.finished:
+            return "not finished (no results.json): its test translations may be partial"
+        try:
+            refs = test_references(self.path, self.config, self.references)
+        except DataError as err:
+            return str(err).removeprefix(f"{self.path}: ")
         return None if refs is None else (read_written_lines(run.test_hyps), refs)
 
 

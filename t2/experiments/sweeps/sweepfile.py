@@ -152,8 +152,9 @@ def yaml_value(value: Any) -> str:
 
 
 def as_string(text: str) -> str:
-    """`text` as --set reads back a string: quoted where YAML would read a number."""
-    return text if yaml.safe_load(text) == text else f"'{text}'"
+    """`text` as --set reads back a string: quoted where --set's YAML (t2.section.load_yaml,
+    which reads 1e5 as a number too) would read a number."""
+    return text if load_yaml(text) == text else f"'{text}'"
 
 
 def _overrides(raw: Any, where: str) -> tuple[str, ...]:
