@@ -82,7 +82,7 @@ def test_a_folder_that_yaml_would_cut_or_retype_is_refused_with_how_to_quote_it(
     from t2.errors import ConfigError
     from t2.recipes import load_config
 
-    with pytest.raises(ConfigError, match=r"reads ' #1' as a comment; quote the value") as err:
+    with pytest.raises(ConfigError, match=r"reads '#1' as a comment; quote the value") as err:
         load_config("base", ["train.compile_cache=/data/run #1"])
     assert "\n" not in str(err.value)
     quoted = load_config("base", ['train.compile_cache="/data/run #1"'])
